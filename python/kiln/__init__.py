@@ -1,0 +1,35 @@
+"""Kiln: an MLIR-based compiler for XLA programs.
+
+    exe = kiln.compile(source, target="cpu")   # text, bytes, path or ir.Module
+    outputs = exe(*numpy_arrays)               # tuple of numpy arrays
+    print(exe.ir("legalize"))                  # IR after a named stage
+"""
+from __future__ import annotations
+
+from .errors import CheckFailure, KilnError
+from .runtime.executable import Executable
+
+__all__ = ["compile", "load", "Executable", "KilnError", "CheckFailure"]
+__version__ = "0.1.0"
+
+
+def load(path, *, context=None):
+    """Parse a file (any supported format) into a StableHLO `ir.Module`."""
+    from pathlib import Path
+
+    from .context import make_context
+    from .frontend import import_module
+    module, _ = import_module(Path(path), context or make_context())
+    return module
+
+
+def compile(source, target: str = "cpu", *, entry: str | None = None, filename: str | None = None,
+            **options) -> Executable:
+    """Compile `source` for `target`; see Executable for calling it. `filename` names text or
+    bytes sources in error messages."""
+    from .context import make_context
+    from .frontend import import_module
+    from .targets import get_target
+    ctx = make_context()
+    module, filename = import_module(source, ctx, filename)
+    return Executable(module, get_target(target, **options), entry, filename)

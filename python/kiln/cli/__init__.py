@@ -1,0 +1,1 @@
+"""Console scripts: kiln (run, conformance), kiln-opt, kiln-translate."""

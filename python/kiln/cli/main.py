@@ -1,0 +1,99 @@
+"""kiln: compile and run programs, and run the conformance suite."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .common import ArgumentParser, guarded
+
+
+def main(argv=None) -> int:
+    parser = ArgumentParser(prog="kiln", description=__doc__)
+    parser.add_argument("--version", action="store_true", help="print Kiln's version")
+    parser.add_argument("--include-dir", action="store_true",
+                        help="print the directory holding kiln/custom_call.h")
+    sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
+
+    run = sub.add_parser("run", help="compile FILE and run its entry function")
+    run.add_argument("file")
+    run.add_argument("--entry", help="function to run (default: main or the only public one)")
+    run.add_argument("--target", default="cpu")
+    run.add_argument("--inputs", help=".npz with the arguments, in order (arr_0, arr_1, ...)")
+    run.add_argument("--output", help="write the results to this .npz")
+    run.add_argument("--print", action="store_true", help="print the results")
+
+    conf = sub.add_parser("conformance", help="run conformance programs, each in its own process")
+    conf.add_argument("paths", nargs="+", help="files or directories of .mlir programs")
+    conf.add_argument("--jobs", "-j", type=int, default=1)
+    conf.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
+    conf.add_argument("--json", help="write a JSON report here")
+
+    args = parser.parse_args(argv)
+    if args.version:
+        from .. import __version__
+        print(f"kiln {__version__}")
+        return 0
+    if args.include_dir:
+        from ..native import include_dir
+        print(include_dir())
+        return 0
+    if args.command == "run":
+        return guarded("kiln run", lambda: _run(args))
+    if args.command == "conformance":
+        return guarded("kiln conformance", lambda: _conformance(args))
+    parser.print_help()
+    return 2
+
+
+def _load_inputs(path: str) -> list[np.ndarray]:
+    from ..errors import KilnError
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = list(data.files)
+            # np.savez(*arrays) names them arr_0, arr_1, ...: order numerically, not lexically.
+            if all(n.startswith("arr_") and n[4:].isdigit() for n in names):
+                names.sort(key=lambda n: int(n[4:]))
+            return [data[n] for n in names]
+    except (OSError, ValueError) as exc:
+        raise KilnError(f"cannot read inputs: {exc}", location=path,
+                        hint="write them with numpy.savez(path, *arrays)") from None
+
+
+def _run(args) -> int:
+    import kiln
+    from ..errors import KilnError
+    exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry)
+    inputs = _load_inputs(args.inputs) if args.inputs else []
+    if not args.inputs and exe.arg_specs:
+        raise KilnError(f"@{exe.entry} takes {len(exe.arg_specs)} argument(s): "
+                        + ", ".join(map(str, exe.arg_specs)), location=args.file,
+                        hint="pass them with --inputs FILE.npz")
+    results, outcomes = exe.run_checks(*inputs)
+    if args.print:
+        for i, r in enumerate(results):
+            print(f"result {i}: {r.dtype}{list(r.shape)}")
+            print(np.array2string(np.asarray(r), threshold=200))
+    if args.output:
+        np.savez(args.output, *results)
+    failed = [o for o in outcomes if not o.passed]
+    for o in failed:
+        print(f"kiln run: {o}", file=sys.stderr)
+    if outcomes:
+        print(f"{len(outcomes) - len(failed)} of {len(outcomes)} checks passed")
+    return 1 if failed else 0
+
+
+def _conformance(args) -> int:
+    from .. import conformance
+    results = conformance.run(args.paths, jobs=args.jobs, timeout=args.timeout,
+                              report=lambda line: print(line, flush=True))
+    if args.json:
+        conformance.write_json(results, args.json)
+    print(conformance.summary(results))
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Front ends: every source format becomes a StableHLO module in a given context."""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+from torch_mlir import ir
+
+from ..errors import KilnError
+from . import mlir as mlir_frontend
+from .detect import Format, detect
+
+def read_source(source) -> tuple[bytes | str, str]:
+    """(content, name for messages). A str is a path if it names an existing file and does not
+    look like IR; otherwise it is program text."""
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
+        path = Path(source)
+        try:
+            return path.read_bytes(), str(path)
+        except OSError as exc:
+            raise KilnError(f"cannot read '{path}': {exc.strerror}", location=str(path)) from None
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source), "<bytes>"
+    if isinstance(source, str):
+        return source, "<string>"
+    raise KilnError(f"cannot compile a {type(source).__name__}",
+                    hint="pass MLIR/HLO text, bytes, a file path or an ir.Module")
+
+
+def _looks_like_path(text: str) -> bool:
+    # Any program has braces or a newline; a path has neither.
+    return "\n" not in text and "{" not in text and len(text) < 4096
+
+
+def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple[ir.Module, str]:
+    """Parse `source` into a StableHLO module owned by `ctx`. Returns (module, filename);
+    `filename` names in-memory sources in messages."""
+    if isinstance(source, ir.Module):
+        # Re-home the module in Kiln's own context so the caller's stays untouched.
+        return mlir_frontend.parse_bytecode(_module_bytes(source), ctx, "<ir.Module>"), "<ir.Module>"
+    data, name = read_source(source)
+    filename = filename or name
+    fmt = detect(data)
+    if fmt is Format.MLIR_BYTECODE:
+        return mlir_frontend.parse_bytecode(data, ctx, filename), filename
+    text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    if fmt is Format.HLO_TEXT:
+        from .hlo import hlo_to_stablehlo
+        text = hlo_to_stablehlo(text, filename)
+    return mlir_frontend.parse_text(text, ctx, filename), filename
+
+
+def _module_bytes(module: ir.Module) -> bytes:
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    return buf.getvalue()

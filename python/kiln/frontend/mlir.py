@@ -1,0 +1,55 @@
+"""MLIR inputs: StableHLO text, MLIR bytecode and StableHLO portable artifacts (VHLO)."""
+from __future__ import annotations
+
+import re
+
+from torch_mlir import ir, passmanager
+from torch_mlir._mlir_libs import _stablehlo
+
+from ..diagnostics import mlir_errors
+from ..errors import KilnError
+
+_PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def check_artifact_version(data: bytes, filename: str) -> None:
+    """A portable artifact from a StableHLO this build cannot read gets a clear error up front
+    instead of a deserializer failure deep inside."""
+    m = _PRODUCER.search(data[:64])
+    if not m:
+        return
+    found = tuple(int(x) for x in m.groups())
+    lo, hi = _stablehlo.get_minimum_version(), _stablehlo.get_current_version()
+    if found < _version(lo) or found > _version(hi):
+        raise KilnError(
+            f"portable artifact was written by StableHLO {'.'.join(map(str, found))}; this Kiln "
+            f"reads StableHLO {lo} to {hi}", location=filename,
+            hint="re-export it targeting a version in that range (e.g. jax.export with an older "
+                 "serialization version), or upgrade Kiln's torch-mlir pin")
+
+
+def parse_bytecode(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
+    if _PRODUCER.search(data[:64]):
+        check_artifact_version(data, filename)
+        with mlir_errors(filename, "cannot deserialize StableHLO portable artifact"):
+            return _stablehlo.deserialize_portable_artifact(ctx, data)
+    with ctx, mlir_errors(filename, "cannot parse MLIR bytecode"):
+        return legalize_vhlo(ir.Module.parse(data), filename)
+
+
+def parse_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
+    with ctx, mlir_errors(filename, "cannot parse MLIR"):
+        return legalize_vhlo(ir.Module.parse(text), filename)
+
+
+def legalize_vhlo(module: ir.Module, filename: str) -> ir.Module:
+    """VHLO written as text or plain bytecode becomes StableHLO like an artifact does."""
+    if not any(op.operation.name.startswith("vhlo.") for op in module.body.operations):
+        return module
+    with mlir_errors(filename, "cannot legalize VHLO to StableHLO"):
+        passmanager.PassManager.parse("builtin.module(vhlo-legalize-to-stablehlo)").run(module.operation)
+    return module

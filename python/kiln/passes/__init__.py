@@ -1,0 +1,1 @@
+"""Kiln's Python-defined passes over the MLIR bindings, one file per concern."""

@@ -1,0 +1,92 @@
+"""Conformance checks (`check.*` ops and `check.*` custom calls) become extra entry results.
+
+The compiled program then only computes; Python compares the extra results after the call
+(runtime/checks.py), so a check costs no runtime support in the JIT and can name the failing
+element. The list of checks travels with the IR as the entry's `kiln.checks` attribute.
+"""
+from __future__ import annotations
+
+import json
+
+from torch_mlir import ir
+
+from ..errors import KilnError
+from .ir_util import body_block, find_entry, function_type, set_results, walk
+
+CHECKS_ATTR = "kiln.checks"
+USER_RESULTS_ATTR = "kiln.user_results"
+
+# Kinds Kiln evaluates; `_const` kinds compare against their `value` attribute.
+KINDS = {"expect_eq", "expect_almost_eq", "expect_close", "eq", "expect_eq_const",
+         "expect_almost_eq_const", "expect_true", "expect_false"}
+_NUMERIC_ATTRS = ("tolerance", "max_ulp_difference", "min_ulp_difference")
+
+
+def check_kind(op: ir.Operation) -> str | None:
+    if op.name == "stablehlo.custom_call":
+        target = ir.StringAttr(op.attributes["call_target_name"]).value
+    elif op.name.startswith("check."):
+        target = op.name
+    else:
+        return None
+    return target[len("check."):] if target.startswith("check.") else None
+
+
+def _numeric_attr(attr: ir.Attribute) -> float:
+    for kind in (ir.IntegerAttr, ir.FloatAttr):
+        try:
+            return kind(attr).value
+        except ValueError:
+            pass
+    raise ValueError(attr)
+
+
+def outline_checks(module: ir.Module, entry: str | None) -> None:
+    func = find_entry(module, entry)
+    block = body_block(func)
+    user_results = len(function_type(func).results)
+    ret = block.operations[len(block.operations) - 1].operation
+    results = list(ret.operands)
+    checks = []
+    for op in list(walk(func)):
+        kind = check_kind(op)
+        if kind is None:
+            continue
+        where = str(op.location)
+        if kind not in KINDS:
+            raise KilnError(f"unknown check 'check.{kind}'", location=where,
+                            hint="Kiln evaluates: " + ", ".join(sorted(KINDS)))
+        if op.parent.name != "func.func":
+            raise KilnError(f"check.{kind} inside a region is not supported", location=where,
+                            hint="place checks at the top level of the entry function")
+        operands = list(op.operands)
+        if kind.endswith("_const"):
+            with ir.InsertionPoint(op), op.location:
+                const = ir.Operation.create("stablehlo.constant", results=[operands[0].type],
+                                            attributes={"value": op.attributes["value"]})
+            operands.append(const.result)
+        if len(op.results):
+            # `check.eq` yields its verdict; the verdict is enforced after the call instead.
+            with ir.InsertionPoint(op), op.location:
+                true = ir.Operation.create(
+                    "stablehlo.constant", results=[op.results[0].type],
+                    attributes={"value": ir.DenseElementsAttr.get_splat(
+                        op.results[0].type, ir.BoolAttr.get(True))})
+            op.results[0].replace_all_uses_with(true.result)
+        attrs = {n: _numeric_attr(op.attributes[n]) for n in _NUMERIC_ATTRS if n in op.attributes}
+        checks.append({"kind": kind, "results": list(range(len(results), len(results) + len(operands))),
+                       "loc": where, **attrs})
+        results.extend(operands)
+        op.erase()
+    if not checks:
+        return
+    set_results(func, results)
+    func.attributes[CHECKS_ATTR] = ir.StringAttr.get(json.dumps(checks))
+    func.attributes[USER_RESULTS_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), user_results)
+
+
+def read_checks(func: ir.Operation) -> tuple[list[dict], int | None]:
+    if CHECKS_ATTR not in func.attributes:
+        return [], None
+    return (json.loads(ir.StringAttr(func.attributes[CHECKS_ATTR]).value),
+            ir.IntegerAttr(func.attributes[USER_RESULTS_ATTR]).value)

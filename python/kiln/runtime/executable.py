@@ -1,0 +1,191 @@
+"""Executable: a compiled program called with numpy arrays.
+
+Static signatures compile once, at `kiln.compile`. Dynamic ones (`tensor<?x3xf32>`) compile
+per concrete argument shapes at call time, refined with StableHLO's shape refinement, and are
+cached per shape.
+"""
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+from torch_mlir import ir
+
+from ..context import make_context
+from ..errors import CheckFailure, KilnError
+from ..passes.checks import read_checks
+from ..passes.entry import read_result_sources
+from ..passes.ir_util import find_entry, function_type, symbol_name
+from ..pipeline import Stage, StageTiming, run_stages
+from ..targets.base import Invoker, Target
+from . import checks as check_eval
+from .dtypes import normalize_sub_byte
+from .memref import TensorSpec
+
+
+def tensor_spec(t: ir.Type, what: str) -> TensorSpec:
+    try:
+        ranked = ir.RankedTensorType(t)
+    except ValueError:
+        raise KilnError(f"{what} has type {t}, which Kiln cannot pass yet",
+                        hint="entry parameters and results must be ranked tensors") from None
+    shape = tuple(None if ir.ShapedType.is_dynamic_size(d) else d for d in ranked.shape)
+    return TensorSpec(shape, str(ranked.element_type))
+
+
+def signature(module: ir.Module, entry: str | None) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
+    func = find_entry(module, entry)
+    ftype = function_type(func)
+    name = symbol_name(func)
+    args = [tensor_spec(t, f"argument {i} of @{name}") for i, t in enumerate(ftype.inputs)]
+    results = [tensor_spec(t, f"result {i} of @{name}") for i, t in enumerate(ftype.results)]
+    return name, args, results
+
+
+@dataclass
+class Compiled:
+    """One fully compiled specialization of the entry function."""
+    invoke: Invoker
+    results: list[TensorSpec]          # every distinct compiled result, check operands included
+    sources: list[int]                 # program result i is compiled result sources[i]
+    user_results: int
+    checks: list[dict]
+    timings: list[StageTiming] = field(default_factory=list)
+    context: ir.Context | None = None  # keeps the JITed module's context alive
+
+
+class Executable:
+    def __init__(self, imported: ir.Module, target: Target, entry: str | None, filename: str,
+                 compile_now: bool = True):
+        self.target = target
+        self.filename = filename
+        self._imported = _to_bytecode(imported)
+        self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
+        self._cache: dict[tuple, Compiled] = {}
+        self._lock = threading.Lock()
+        if compile_now and all(s.is_static for s in self.arg_specs):
+            self._compiled_for(tuple(s.shape for s in self.arg_specs))
+
+    # -- introspection -------------------------------------------------------------------------
+    @property
+    def stages(self) -> list[Stage]:
+        return self.target.stages(self.entry)
+
+    def ir(self, stage: str = "import", *, arg_shapes: list[tuple[int, ...]] | None = None) -> str:
+        """The module's IR after `stage` ("import", or a name from `stage_names()`)."""
+        names = ["import"] + [s.name for s in self.stages]
+        if stage not in names:
+            raise KilnError(f"unknown stage '{stage}'", hint="stages: " + ", ".join(names))
+        ctx = make_context()
+        module = self._module(ctx, arg_shapes)
+        if stage != "import":
+            run_stages(module, self.stages, self.filename, until=stage)
+        return str(module)
+
+    def stage_names(self) -> list[str]:
+        return ["import"] + [s.name for s in self.stages]
+
+    @property
+    def timings(self) -> list[StageTiming]:
+        return next(iter(self._cache.values())).timings if self._cache else []
+
+    # -- calling -------------------------------------------------------------------------------
+    def __call__(self, *args) -> tuple[np.ndarray, ...]:
+        """Run the program; raises CheckFailure if a `check.*` in it does not hold."""
+        results, outcomes = self.run_checks(*args)
+        failures = [o for o in outcomes if not o.passed]
+        if failures:
+            raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
+                               location=self.filename)
+        return results
+
+    def run_checks(self, *args) -> tuple[tuple[np.ndarray, ...], list[check_eval.CheckOutcome]]:
+        """Like calling, but returns every check's outcome instead of raising on failure."""
+        arrays = self._coerce(args)
+        compiled = self._compiled_for(tuple(a.shape for a in arrays))
+        buffers = [np.empty(tuple(s.shape), s.dtype) for s in compiled.results]
+        compiled.invoke(arrays + buffers)
+        for out, spec in zip(buffers, compiled.results):
+            normalize_sub_byte(out, spec.element)
+        first_use: set[int] = set()
+        outputs = []
+        for source in compiled.sources:
+            outputs.append(buffers[source] if source not in first_use else buffers[source].copy())
+            first_use.add(source)
+        outcomes = [check_eval.evaluate(c, [outputs[i] for i in c["results"]]) for c in compiled.checks]
+        return tuple(outputs[:compiled.user_results]), outcomes
+
+    @property
+    def has_checks(self) -> bool:
+        return any(c.checks for c in self._cache.values())
+
+    def _coerce(self, args) -> list[np.ndarray]:
+        if len(args) != len(self.arg_specs):
+            raise KilnError(f"@{self.entry} takes {len(self.arg_specs)} argument(s), got {len(args)}",
+                            hint="signature: (" + ", ".join(map(str, self.arg_specs)) + ")")
+        arrays = []
+        for i, (arg, spec) in enumerate(zip(args, self.arg_specs)):
+            arrays.append(_coerce_one(arg, spec, f"argument {i} of @{self.entry}"))
+        return arrays
+
+    # -- compiling -----------------------------------------------------------------------------
+    def _module(self, ctx: ir.Context, arg_shapes) -> ir.Module:
+        with ctx:
+            module = ir.Module.parse(self._imported)
+        if arg_shapes is not None and not all(s.is_static for s in self.arg_specs):
+            from ..passes.shapes import specialize
+            specialize(module, self.entry, [s.mlir_type(tuple(shape)) for s, shape in
+                                            zip(self.arg_specs, arg_shapes)], self.filename)
+        return module
+
+    def _compiled_for(self, shapes: tuple) -> Compiled:
+        with self._lock:
+            if shapes not in self._cache:
+                self._cache[shapes] = self._compile(shapes)
+            return self._cache[shapes]
+
+    def _compile(self, shapes) -> Compiled:
+        ctx = make_context()
+        module = self._module(ctx, shapes)
+        timings: list[StageTiming] = []
+        stages = self.stages
+        # The signature is read after `optimize` (checks outlined) and before `legalize`
+        # (which erases signedness).
+        split = [s.name for s in stages].index("optimize") + 1
+        run_stages(module, stages[:split], self.filename, timings=timings)
+        _, _, results = signature(module, self.entry)
+        checks, user_results = read_checks(find_entry(module, self.entry))
+        sources = read_result_sources(find_entry(module, self.entry)) or list(range(len(results)))
+        if any(not r.is_static for r in results):
+            raise KilnError(f"result shapes of @{self.entry} stay dynamic after shape refinement: "
+                            + ", ".join(map(str, results)),
+                            location=self.filename, hint="results must have static shapes")
+        run_stages(module, stages[split:], self.filename, timings=timings)
+        invoke = self.target.load(module, self.entry)
+        return Compiled(invoke, results, sources,
+                        len(sources) if user_results is None else user_results, checks, timings, ctx)
+
+
+def _to_bytecode(module: ir.Module) -> bytes:
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    return buf.getvalue()
+
+
+def _coerce_one(arg, spec: TensorSpec, what: str) -> np.ndarray:
+    if hasattr(arg, "__dlpack__") and not isinstance(arg, np.ndarray):
+        try:
+            arg = np.from_dlpack(arg)
+        except (TypeError, BufferError, RuntimeError):
+            arg = np.asarray(arg)
+    is_array = isinstance(arg, np.ndarray) or hasattr(arg, "__array__")
+    array = np.asarray(arg) if is_array else np.asarray(arg, dtype=spec.dtype)
+    if array.dtype != spec.dtype:
+        raise KilnError(f"{what} must be {spec}, got {array.dtype}{list(array.shape)}",
+                        hint=f"convert it with .astype({spec.dtype.name!r})")
+    if array.ndim != len(spec.shape) or any(d is not None and d != n for d, n in zip(spec.shape, array.shape)):
+        raise KilnError(f"{what} must be {spec}, got shape {list(array.shape)}")
+    # Not np.ascontiguousarray: it turns rank-0 arrays into rank 1.
+    return array if array.flags.c_contiguous else array.copy(order="C")

@@ -1,0 +1,81 @@
+"""The CPU target: StableHLO -> linalg -> bufferized memrefs -> loops -> LLVM -> JIT."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir.execution_engine import ExecutionEngine
+
+from .. import native
+from ..passes.entry import emit_c_interface
+from ..pipeline import PyPass, Stage
+from ..runtime.memref import pack_arguments
+from . import register_target
+from .base import Invoker, Target, common_stages
+
+# 8-bit floats have no LLVM arithmetic; compute in f32 and round on store.
+_EMULATED_FLOATS = "f8E4M3FN,f8E5M2,f8E4M3FNUZ,f8E5M2FNUZ,f8E4M3B11FNUZ,f8E4M3,f8E3M4,f8E8M0FNU,f4E2M1FN,f6E2M3FN,f6E3M2FN"
+
+
+@register_target
+class CpuTarget(Target):
+    name = "cpu"
+
+    def stages(self, entry: str | None) -> list[Stage]:
+        opt = self.options
+        return common_stages(entry) + [
+            Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
+                "func.func(stablehlo-legalize-quant-to-math)",
+                "func.func(stablehlo-legalize-to-linalg)",
+                "stablehlo-convert-to-signless",
+                "canonicalize",
+            ]),
+            Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
+                "linalg-fuse-elementwise-ops",
+                "canonicalize",
+                "cse",
+            ]),
+            Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
+                               "(XLA: buffer assignment)", [
+                PyPass("emit-c-interface", lambda m: emit_c_interface(m, entry)),
+                "one-shot-bufferize{bufferize-function-boundaries "
+                "function-boundary-type-conversion=identity-layout-map}",
+                "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
+                "buffer-deallocation-pipeline",
+                "canonicalize",
+            ]),
+            Stage("codegen", "linalg -> loops", [
+                "convert-linalg-to-loops",
+            ]),
+            Stage("lower", "everything -> LLVM dialect", [
+                "convert-scf-to-cf",
+                "expand-strided-metadata",
+                "lower-affine",
+                f"arith-emulate-unsupported-floats{{source-types={_EMULATED_FLOATS} target-type=f32}}",
+                "convert-complex-to-standard",
+                "finalize-memref-to-llvm",
+                "convert-math-to-llvm",
+                "convert-math-to-libm",
+                "convert-complex-to-llvm",
+                "convert-arith-to-llvm",
+                "convert-func-to-llvm",
+                "convert-cf-to-llvm",
+                "reconcile-unrealized-casts",
+            ]),
+        ]
+
+    def load(self, module: ir.Module, entry: str) -> Invoker:
+        libs = [str(p) for p in native.runtime_libraries()]
+        engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 3)),
+                                 shared_libs=libs)
+        address = engine.raw_lookup("_mlir_ciface_" + entry)
+        function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+
+        def invoke(arrays: list[np.ndarray]) -> None:
+            packed, keep_alive = pack_arguments(arrays)
+            function(packed)
+            del keep_alive
+
+        invoke.engine = engine  # the JITed code lives as long as the engine
+        return invoke

@@ -24,24 +24,42 @@ def format_location(loc: ir.Location | str, filename: str) -> str:
     return text
 
 
-def error_from_mlir(exc: ir.MLIRError, filename: str, what: str) -> KilnError:
+_OP_AT = re.compile(r'(?:%[\w#:, %]*=\s*)?"?([a-z_][\w]*\.[\w.]+)')
+
+
+def _op_at(source: str | None, location: str) -> str | None:
+    """The op name written at `file:line:col` in `source`, to name it in the message."""
+    m = re.search(r":(\d+):(\d+)$", location)
+    if source is None or not m:
+        return None
+    lines = source.splitlines()
+    line, col = int(m.group(1)), int(m.group(2))
+    if not 0 < line <= len(lines):
+        return None
+    found = _OP_AT.match(lines[line - 1][col - 1:])
+    return found.group(1) if found else None
+
+
+def error_from_mlir(exc: ir.MLIRError, filename: str, what: str, source: str | None = None) -> KilnError:
     diags = list(exc.error_diagnostics)
     if not diags:
         return KilnError(f"{what}: {exc}", location=filename)
     first = diags[0]
     notes = "; ".join(n.message for n in first.notes)[:300]
-    return KilnError(f"{what}: {first.message}", location=format_location(first.location, filename),
-                     hint=notes or None)
+    location = format_location(first.location, filename)
+    op = _op_at(source, location)
+    message = first.message if op is None or op in first.message else f"'{op}': {first.message}"
+    return KilnError(f"{what}: {message}", location=location, hint=notes or None)
 
 
 @contextlib.contextmanager
-def mlir_errors(filename: str, what: str):
+def mlir_errors(filename: str, what: str, source: str | None = None):
     """Re-raise MLIR's errors inside the block as one located KilnError, and give KilnErrors
     raised by Kiln's own passes (located by `str(op.location)`) the file's name."""
     try:
         yield
     except ir.MLIRError as exc:
-        raise error_from_mlir(exc, filename, what) from None
+        raise error_from_mlir(exc, filename, what, source) from None
     except KilnError as exc:
         if exc.location and exc.location.startswith("loc("):
             exc.location = format_location(exc.location, filename)

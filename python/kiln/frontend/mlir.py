@@ -42,7 +42,7 @@ def parse_bytecode(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
 
 
 def parse_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
-    with ctx, mlir_errors(filename, "cannot parse MLIR"):
+    with ctx, mlir_errors(filename, "cannot parse MLIR", text):
         return legalize_vhlo(ir.Module.parse(text), filename)
 
 

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..diagnostics import mlir_errors
 
 
 def validate_module(module: ir.Module) -> None:
-    with mlir_errors("<module>", "invalid IR"):
-        module.operation.verify()
+    from .guards import check_guards
+    module.operation.verify()
+    check_guards(module)
+
+
+def check_legalized(module: ir.Module) -> None:
+    """After legalization no StableHLO/CHLO op may remain: name the first one, with its place,
+    instead of letting bufferization fail on it obscurely."""
+    from ..errors import KilnError
+    from .ir_util import walk
+    for op in walk(module.operation):
+        if op.name.split(".")[0] in ("stablehlo", "chlo", "mhlo", "check"):
+            raise KilnError(f"Kiln cannot lower '{op.name}' here yet", location=str(op.location),
+                            hint="see the README's status table for supported operations")

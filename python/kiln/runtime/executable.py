@@ -14,6 +14,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ..context import make_context
+from ..diagnostics import format_location
 from ..errors import CheckFailure, KilnError
 from ..passes.checks import read_checks
 from ..passes.entry import read_result_sources
@@ -114,7 +115,8 @@ class Executable:
         for source in compiled.sources:
             outputs.append(buffers[source] if source not in first_use else buffers[source].copy())
             first_use.add(source)
-        outcomes = [check_eval.evaluate(c, [outputs[i] for i in c["results"]]) for c in compiled.checks]
+        outcomes = [check_eval.evaluate({**c, "loc": format_location(c["loc"], self.filename)},
+                                        [outputs[i] for i in c["results"]]) for c in compiled.checks]
         return tuple(outputs[:compiled.user_results]), outcomes
 
     @property

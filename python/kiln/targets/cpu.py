@@ -8,7 +8,10 @@ from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
 from .. import native
+from ..errors import KilnError
 from ..passes.entry import emit_c_interface
+from ..passes import legalize
+from ..passes.verify import check_legalized
 from ..pipeline import PyPass, Stage
 from ..runtime.memref import pack_arguments
 from . import register_target
@@ -27,9 +30,12 @@ class CpuTarget(Target):
         return common_stages(entry) + [
             Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
                 "func.func(stablehlo-legalize-quant-to-math)",
+                *legalize.before_upstream(),
                 "func.func(stablehlo-legalize-to-linalg)",
+                *legalize.after_upstream(),
                 "stablehlo-convert-to-signless",
                 "canonicalize",
+                PyPass("check-legalized", check_legalized),
             ]),
             Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
                 "linalg-fuse-elementwise-ops",
@@ -67,8 +73,13 @@ class CpuTarget(Target):
 
     def load(self, module: ir.Module, entry: str) -> Invoker:
         libs = [str(p) for p in native.runtime_libraries()]
-        engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 3)),
-                                 shared_libs=libs)
+        try:
+            engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 3)),
+                                     shared_libs=libs)
+        except RuntimeError as exc:
+            raise KilnError(f"LLVM could not compile @{entry}: {exc}",
+                            hint="an operation reached LLVM without a lowering; "
+                                 "`kiln-opt FILE --stage lower` shows the IR") from None
         address = engine.raw_lookup("_mlir_ciface_" + entry)
         function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 

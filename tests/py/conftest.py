@@ -1,0 +1,42 @@
+"""Shared helpers for Kiln's pytest suite."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("KILN_SHARED", REPO.parent / "shared"))
+TESTDATA = SHARED / "conformance" / "stablehlo-testdata"
+INTERPRET = SHARED / "conformance" / "stablehlo-interpret"
+
+
+def unary(op: str, type_: str) -> str:
+    """A one-op StableHLO program `@main(x) -> op(x)`."""
+    return (f"func.func @main(%x: {type_}) -> {type_} {{\n"
+            f"  %0 = {op} %x : {type_}\n  return %0 : {type_}\n}}")
+
+
+def binary(op: str, type_: str) -> str:
+    return (f"func.func @main(%x: {type_}, %y: {type_}) -> {type_} {{\n"
+            f"  %0 = {op} %x, %y : {type_}\n  return %0 : {type_}\n}}")
+
+
+def run(source: str, *args):
+    return kiln.compile(source)(*args)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def shared_file(name: str) -> Path:
+    path = TESTDATA / name
+    if not path.exists():
+        pytest.fail(f"conformance data missing: {path} (tests read ../shared/ beside the checkout)")
+    return path

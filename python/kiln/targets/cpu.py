@@ -30,6 +30,7 @@ class CpuTarget(Target):
         return common_stages(entry) + [
             Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
                 "func.func(stablehlo-legalize-quant-to-math)",
+                "func.func(chlo-legalize-to-stablehlo)",
                 *legalize.before_upstream(),
                 "func.func(stablehlo-legalize-to-linalg)",
                 *legalize.after_upstream(),

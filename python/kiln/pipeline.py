@@ -66,14 +66,32 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str) -
 
 
 def run_stages(module: ir.Module, stages: list[Stage], filename: str, *, until: str | None = None,
-               timings: list[StageTiming] | None = None) -> None:
+               timings: list[StageTiming] | None = None,
+               dump: Callable[[str, ir.Module], None] | None = None) -> None:
+    """Run `stages` in order (stopping after `until`), recording timings and handing the IR
+    after each stage to `dump` (XLA's --xla_dump_to)."""
     for stage in stages:
         start = time.perf_counter()
         run_steps(module, stage.steps, filename, stage.name)
         if timings is not None:
             timings.append(StageTiming(stage.name, time.perf_counter() - start))
+        if dump is not None:
+            dump(stage.name, module)
         if stage.name == until:
             return
+
+
+def directory_dumper(directory: str, program: str) -> Callable[[str, ir.Module], None]:
+    """Write `<directory>/<program>.<n>.<stage>.mlir` after each stage, numbered in order."""
+    from pathlib import Path
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    counter = iter(range(1000))
+
+    def dump(stage: str, module: ir.Module) -> None:
+        (root / f"{program}.{next(counter):02d}.{stage}.mlir").write_text(str(module))
+
+    return dump
 
 
 def format_pipeline(stages: list[Stage]) -> str:

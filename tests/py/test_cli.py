@@ -99,3 +99,13 @@ def test_version_and_include_dir():
     assert kiln("--version").stdout.startswith("kiln ")
     include = Path(kiln("--include-dir").stdout.strip())
     assert (include / "kiln" / "custom_call.h").is_file()
+
+
+def test_dump_dir_has_every_stage(tmp_path):
+    proc = kiln("run", Path(__file__).parents[2] / "examples" / "mlp.mlir", "--dump-dir", tmp_path / "dump")
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(p.name for p in (tmp_path / "dump").iterdir())
+    stages = [n.split(".")[2] for n in names]
+    assert stages[0] == "import" and stages[-1] == "lower"
+    assert {"verify", "optimize", "legalize", "fuse", "bufferize", "codegen"} <= set(stages)
+    assert "llvm.func" in (tmp_path / "dump" / names[-1]).read_text()

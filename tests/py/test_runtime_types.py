@@ -133,3 +133,21 @@ def test_dlpack_input():
     exe = kiln.compile(unary("stablehlo.negate", "tensor<3xf32>"))
     (z,) = exe(jnp.arange(3, dtype=jnp.float32))
     np.testing.assert_array_equal(z, -np.arange(3, dtype=np.float32))
+
+
+def test_entry_tuples_are_flattened():
+    exe = kiln.compile("""
+    func.func @main(%t: tuple<tensor<2xf32>, tuple<tensor<i32>, tensor<2xf32>>>) -> tuple<tensor<2xf32>, tuple<tensor<i32>>> {
+      %0 = stablehlo.get_tuple_element %t[0] : (tuple<tensor<2xf32>, tuple<tensor<i32>, tensor<2xf32>>>) -> tensor<2xf32>
+      %1 = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2xf32>, tuple<tensor<i32>, tensor<2xf32>>>) -> tuple<tensor<i32>, tensor<2xf32>>
+      %2 = stablehlo.get_tuple_element %1[1] : (tuple<tensor<i32>, tensor<2xf32>>) -> tensor<2xf32>
+      %3 = stablehlo.get_tuple_element %1[0] : (tuple<tensor<i32>, tensor<2xf32>>) -> tensor<i32>
+      %4 = stablehlo.add %0, %2 : tensor<2xf32>
+      %5 = stablehlo.tuple %3 : tuple<tensor<i32>>
+      %6 = stablehlo.tuple %4, %5 : tuple<tensor<2xf32>, tuple<tensor<i32>>>
+      return %6 : tuple<tensor<2xf32>, tuple<tensor<i32>>>
+    }""")
+    assert [str(s) for s in exe.arg_specs] == ["tensor<2xf32>", "tensor<i32>", "tensor<2xf32>"]
+    a, b = exe(np.ones(2, np.float32), np.int32(7), np.full(2, 3, np.float32))
+    np.testing.assert_array_equal(a, [4, 4])
+    assert b == 7

@@ -23,6 +23,7 @@ def main(argv=None) -> int:
     run.add_argument("--inputs", help=".npz with the arguments, in order (arr_0, arr_1, ...)")
     run.add_argument("--output", help="write the results to this .npz")
     run.add_argument("--print", action="store_true", help="print the results")
+    run.add_argument("--dump-dir", help="write the IR after every stage here (XLA: --xla_dump_to)")
 
     conf = sub.add_parser("conformance", help="run conformance programs, each in its own process")
     conf.add_argument("paths", nargs="+", help="files or directories of .mlir programs")
@@ -64,7 +65,8 @@ def _load_inputs(path: str) -> list[np.ndarray]:
 def _run(args) -> int:
     import kiln
     from ..errors import KilnError
-    exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry)
+    options = {"dump_dir": args.dump_dir} if args.dump_dir else {}
+    exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry, **options)
     inputs = _load_inputs(args.inputs) if args.inputs else []
     if not args.inputs and exe.arg_specs:
         raise KilnError(f"@{exe.entry} takes {len(exe.arg_specs)} argument(s): "

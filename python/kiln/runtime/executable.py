@@ -18,8 +18,9 @@ from ..diagnostics import format_location
 from ..errors import CheckFailure, KilnError
 from ..passes.checks import read_checks
 from ..passes.entry import read_result_sources
+from ..passes.tuples import flatten_entry_tuples
 from ..passes.ir_util import find_entry, function_type, symbol_name
-from ..pipeline import Stage, StageTiming, run_stages
+from ..pipeline import Stage, StageTiming, directory_dumper, run_stages
 from ..targets.base import Invoker, Target
 from . import checks as check_eval
 from .dtypes import normalize_sub_byte
@@ -62,6 +63,8 @@ class Executable:
                  compile_now: bool = True):
         self.target = target
         self.filename = filename
+        with imported.context:
+            flatten_entry_tuples(imported, entry)
         self._imported = _to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
         self._cache: dict[tuple, Compiled] = {}
@@ -153,10 +156,16 @@ class Executable:
         module = self._module(ctx, shapes)
         timings: list[StageTiming] = []
         stages = self.stages
+        dump = None
+        if self.target.options.get("dump_dir"):
+            from pathlib import Path
+            dump = directory_dumper(self.target.options["dump_dir"],
+                                    Path(self.filename).stem.strip("<>") or "module")
+            dump("import", module)
         # The signature is read after `optimize` (checks outlined) and before `legalize`
         # (which erases signedness).
         split = [s.name for s in stages].index("optimize") + 1
-        run_stages(module, stages[:split], self.filename, timings=timings)
+        run_stages(module, stages[:split], self.filename, timings=timings, dump=dump)
         _, _, results = signature(module, self.entry)
         checks, user_results = read_checks(find_entry(module, self.entry))
         sources = read_result_sources(find_entry(module, self.entry)) or list(range(len(results)))
@@ -164,7 +173,7 @@ class Executable:
             raise KilnError(f"result shapes of @{self.entry} stay dynamic after shape refinement: "
                             + ", ".join(map(str, results)),
                             location=self.filename, hint="results must have static shapes")
-        run_stages(module, stages[split:], self.filename, timings=timings)
+        run_stages(module, stages[split:], self.filename, timings=timings, dump=dump)
         invoke = self.target.load(module, self.entry)
         return Compiled(invoke, results, sources,
                         len(sources) if user_results is None else user_results, checks, timings, ctx)

@@ -151,3 +151,15 @@ def test_entry_tuples_are_flattened():
     a, b = exe(np.ones(2, np.float32), np.int32(7), np.full(2, 3, np.float32))
     np.testing.assert_array_equal(a, [4, 4])
     assert b == 7
+
+
+def test_in_place_updates_never_write_into_inputs():
+    t = "tensor<5xf32>"
+    exe = kiln.compile(f"""func.func @main(%x: {t}, %u: tensor<2xf32>, %i: tensor<i32>) -> {t} {{
+      %0 = stablehlo.dynamic_update_slice %x, %u, %i : ({t}, tensor<2xf32>, tensor<i32>) -> {t}
+      return %0 : {t}
+    }}""")
+    x = np.zeros(5, np.float32)
+    (y,) = exe(x, np.ones(2, np.float32), np.int32(1))
+    np.testing.assert_array_equal(y, [0, 1, 1, 0, 0])
+    np.testing.assert_array_equal(x, np.zeros(5, np.float32))

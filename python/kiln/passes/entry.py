@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from .ir_util import body_block, find_entry, functions, set_results
+from .ir_util import body_block, find_entry, function_type, functions, set_results
 
 
 def make_entry_only_public(module: ir.Module, entry: str | None) -> None:
@@ -15,7 +15,20 @@ def make_entry_only_public(module: ir.Module, entry: str | None) -> None:
 
 
 def emit_c_interface(module: ir.Module, entry: str | None) -> None:
-    find_entry(module, entry).attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    """Give the entry a C interface and mark its arguments read-only: they are the caller's
+    numpy arrays, so an in-place update (scatter, dynamic_update_slice...) must work on a copy."""
+    func = find_entry(module, entry)
+    func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+    count = len(function_type(func).inputs)
+    old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes \
+        else [ir.DictAttr.get({})] * count
+    read_only = ir.BoolAttr.get(False)
+    new = []
+    for attrs in old:
+        entries = {a.name: a.attr for a in ir.DictAttr(attrs)}
+        entries["bufferization.writable"] = read_only
+        new.append(ir.DictAttr.get(entries))
+    func.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
 RESULT_SOURCES_ATTR = "kiln.result_sources"

@@ -1,4 +1,13 @@
-/* Kiln's native runtime library: linked into every JIT-compiled program. */
+/* Kiln's native runtime library: linked into every JIT-compiled program.
+ *
+ * It holds the custom-call status API, the registry that XLA_REGISTER_CUSTOM_CALL_TARGET
+ * fills, and the dispatcher compiled code calls for each custom call. A failing call stops
+ * the computation by longjmp-ing back to KilnInvoke, so no later op (and no output of the
+ * failed call) runs; the Python side then raises. Compiled code is plain C-like code without
+ * destructors, so unwinding it with longjmp is safe; buffers it allocated before the failure
+ * are not freed (a leak on the error path only). */
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,11 +48,143 @@ void KilnStatusDestroy(XlaCustomCallStatus* status) {
   free(status);
 }
 
+/* ---- registry of library targets -------------------------------------------------------- */
+
 static KilnCustomCallRegistration* registrations = NULL;
 
 void KilnRegisterCustomCallTarget(KilnCustomCallRegistration* registration) {
+  /* Library constructors run under the dynamic loader's lock, one at a time. */
   registration->next = registrations;
   registrations = registration;
 }
 
 KilnCustomCallRegistration* KilnCustomCallRegistrations(void) { return registrations; }
+
+/* ---- call sites and dispatch ------------------------------------------------------------ */
+
+struct KilnCallSite {
+  int64_t id;
+  void* function;
+  int32_t api_version;
+  int32_t python;
+  char* opaque;
+  size_t opaque_len;
+  int32_t num_operands;
+  int32_t tree_len;
+  int32_t num_slots; /* pointer-array entries: `in` plus every tuple */
+  int32_t* tree;
+};
+
+KilnCallSite* KilnCallSiteCreate(int64_t id, void* function, int32_t api_version, int32_t python,
+                                 const char* opaque, size_t opaque_len, int32_t num_operands,
+                                 const int32_t* tree, int32_t tree_len) {
+  KilnCallSite* site = (KilnCallSite*)calloc(1, sizeof(KilnCallSite));
+  if (!site) return NULL;
+  site->id = id;
+  site->function = function;
+  site->api_version = api_version;
+  site->python = python;
+  site->opaque = (char*)malloc(opaque_len + 1);
+  site->tree = (int32_t*)malloc(sizeof(int32_t) * (tree_len ? tree_len : 1));
+  if (!site->opaque || !site->tree) {
+    free(site->opaque);
+    free(site->tree);
+    free(site);
+    return NULL;
+  }
+  if (opaque_len) memcpy(site->opaque, opaque, opaque_len);
+  site->opaque[opaque_len] = '\0';
+  site->opaque_len = opaque_len;
+  site->num_operands = num_operands;
+  if (tree_len) memcpy(site->tree, tree, sizeof(int32_t) * tree_len);
+  site->tree_len = tree_len;
+  site->num_slots = num_operands;
+  for (int32_t i = 0; i < tree_len; ++i)
+    if (tree[i] > 0) site->num_slots += tree[i];
+  return site;
+}
+
+static KilnPythonDispatcher python_dispatcher = NULL;
+
+void KilnSetPythonDispatcher(KilnPythonDispatcher dispatcher) { python_dispatcher = dispatcher; }
+
+/* The innermost KilnInvoke of this thread (a Python target may run another program). */
+typedef struct KilnInvocation {
+  jmp_buf jump;
+  XlaCustomCallStatus* status;
+} KilnInvocation;
+
+static _Thread_local KilnInvocation* current_invocation = NULL;
+
+int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status) {
+  KilnInvocation invocation;
+  KilnInvocation* outer = current_invocation;
+  invocation.status = status;
+  current_invocation = &invocation;
+  if (setjmp(invocation.jump) != 0) {
+    current_invocation = outer;
+    return 1;
+  }
+  entry(packed);
+  current_invocation = outer;
+  return 0;
+}
+
+/* Builds the value of tree node `*node` from the leaf pointers, using `slots` for tuples'
+ * pointer arrays (the seed's memory picture: a tuple is an array of its elements' pointers). */
+static void* build(const KilnCallSite* site, int32_t* node, void** leaves, int32_t* leaf,
+                   void** slots, int32_t* slot) {
+  int32_t kind = site->tree[(*node)++];
+  if (kind < 0) return leaves[(*leaf)++];
+  void** tuple = slots + *slot;
+  *slot += kind;
+  for (int32_t i = 0; i < kind; ++i) tuple[i] = build(site, node, leaves, leaf, slots, slot);
+  return tuple;
+}
+
+static void fail(XlaCustomCallStatus* status) {
+  KilnInvocation* invocation = current_invocation;
+  if (!invocation) {
+    fprintf(stderr, "kiln: custom call failed outside KilnInvoke: %s\n",
+            status->message ? status->message : "");
+    abort();
+  }
+  XlaCustomCallStatusSetFailure(invocation->status, status->message ? status->message : "",
+                                status->message ? strlen(status->message) : 0);
+  free(status->message);
+  longjmp(invocation->jump, 1);
+}
+
+void kiln_custom_call(int64_t site_address, int64_t leaves_address) {
+  const KilnCallSite* site = (const KilnCallSite*)(intptr_t)site_address;
+  void** leaves = (void**)(intptr_t)leaves_address;
+  XlaCustomCallStatus status = {0, NULL};
+  if (site->python) {
+    if (!python_dispatcher) {
+      const char* msg = "no Python dispatcher is installed";
+      XlaCustomCallStatusSetFailure(&status, msg, strlen(msg));
+    } else {
+      python_dispatcher(site->id, leaves, &status);
+    }
+  } else {
+    void* slots[site->num_slots > 0 ? site->num_slots : 1];
+    int32_t node = 0, leaf = 0, slot = site->num_operands;
+    for (int32_t i = 0; i < site->num_operands; ++i)
+      slots[i] = build(site, &node, leaves, &leaf, slots, &slot);
+    void* out = build(site, &node, leaves, &leaf, slots, &slot);
+    const void** in = (const void**)slots;
+    switch (site->api_version) {
+      case 1:
+        ((KilnCpuCustomCallV1)site->function)(out, in);
+        break;
+      case 2:
+        ((KilnCpuCustomCallV2)site->function)(out, in, &status);
+        break;
+      default:
+        ((KilnCpuCustomCallV3)site->function)(out, in, site->opaque, site->opaque_len, &status);
+        break;
+    }
+  }
+  if (status.failed) fail(&status);
+  free(status.message);
+}

@@ -7,9 +7,16 @@
 from __future__ import annotations
 
 from .errors import CheckFailure, KilnError
+from .runtime.custom_call import register_custom_call, register_custom_call_library
 from .runtime.executable import Executable
+from .jit import jit
+from .runtime.custom_call import REGISTRY as _REGISTRY
+from .runtime.lapack import register_lapack_targets as _register_lapack_targets
 
-__all__ = ["compile", "load", "Executable", "KilnError", "CheckFailure"]
+_register_lapack_targets(_REGISTRY)  # JAX's CPU linear algebra (lapack_*_ffi) is built in
+
+__all__ = ["compile", "load", "jit", "Executable", "KilnError", "CheckFailure",
+           "register_custom_call", "register_custom_call_library"]
 __version__ = "0.1.0"
 
 
@@ -32,4 +39,5 @@ def compile(source, target: str = "cpu", *, entry: str | None = None, filename: 
     from .targets import get_target
     ctx = make_context()
     module, filename = import_module(source, ctx, filename)
-    return Executable(module, get_target(target, **options), entry, filename)
+    from .frontend.jax_export import executable_class  # JAX exports restore their pytrees
+    return executable_class(module)(module, get_target(target, **options), entry, filename)

@@ -8,19 +8,16 @@ from torch_mlir import ir
 
 from .errors import KilnError
 
-_STDIN_LOC = re.compile(r'^loc\("-":(\d+):(\d+)\)$')
 
 
 def format_location(loc: ir.Location | str, filename: str) -> str:
     """`loc("-":3:7)` (what parsing from memory records) as `file:3:7`."""
     text = str(loc)
-    m = _STDIN_LOC.match(text)
-    if m:
-        return f"{filename}:{m.group(1)}:{m.group(2)}"
     m = re.search(r'"([^"]*)":(\d+):(\d+)', text)
     if m:
         name = filename if m.group(1) in ("-", "") else m.group(1)
-        return f"{name}:{m.group(2)}:{m.group(3)}"
+        # 0:0 is what MLIR records when it has no position (e.g. inside bytecode).
+        return name if m.group(2) == "0" else f"{name}:{m.group(2)}:{m.group(3)}"
     return text
 
 

@@ -93,3 +93,10 @@ def test_ir_after_every_stage():
     assert "llvm.func" in exe.ir("lower")
     with pytest.raises(kiln.KilnError, match="unknown stage 'nope'"):
         exe.ir("nope")
+
+
+def test_corrupt_bytecode_is_a_located_error(tmp_path):
+    path = tmp_path / "bad.bc"
+    path.write_bytes(bytecode()[:40])
+    with pytest.raises(kiln.KilnError, match=r"bad.bc: cannot"):
+        kiln.compile(path)

@@ -31,6 +31,9 @@ def main(argv=None) -> int:
     conf.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
     conf.add_argument("--json", help="write a JSON report here")
 
+    from . import bench
+    bench.add_parser(sub)
+
     args = parser.parse_args(argv)
     if args.version:
         from .. import __version__
@@ -44,6 +47,8 @@ def main(argv=None) -> int:
         return guarded("kiln run", lambda: _run(args))
     if args.command == "conformance":
         return guarded("kiln conformance", lambda: _conformance(args))
+    if args.command == "bench":
+        return guarded("kiln bench", lambda: bench.run(args))
     parser.print_help()
     return 2
 
@@ -68,6 +73,10 @@ def _run(args) -> int:
     options = {"dump_dir": args.dump_dir} if args.dump_dir else {}
     exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry, **options)
     inputs = _load_inputs(args.inputs) if args.inputs else []
+    # .npz keeps ml_dtypes arrays (bf16, f8, int4...) as raw bytes ('V2', 'V1'): give them the
+    # parameter's dtype back.
+    inputs = [a.view(spec.dtype) if a.dtype.kind == "V" and a.dtype.itemsize == spec.dtype.itemsize
+              else a for a, spec in zip(inputs, exe.arg_specs)] + inputs[len(exe.arg_specs):]
     if not args.inputs and exe.arg_specs:
         raise KilnError(f"@{exe.entry} takes {len(exe.arg_specs)} argument(s): "
                         + ", ".join(map(str, exe.arg_specs)), location=args.file,

@@ -43,12 +43,31 @@ def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple
     filename = filename or name
     fmt = detect(data)
     if fmt is Format.MLIR_BYTECODE:
-        return mlir_frontend.parse_bytecode(data, ctx, filename), filename
+        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
+        return parse_raw_artifact(data, ctx, filename), filename
+    if fmt is Format.JAX_EXPORTED:
+        from .jax_export import load_exported
+        return load_exported(data, ctx, filename), filename
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     if fmt is Format.HLO_TEXT:
         from .hlo import hlo_to_stablehlo
         text = hlo_to_stablehlo(text, filename)
-    return mlir_frontend.parse_text(text, ctx, filename), filename
+    return _parse_mlir_text(text, ctx, filename), filename
+
+
+def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
+    """MLIR text, after the rewrites its content asks for: the check dialect's custom syntax,
+    and CHLO/MHLO (dialects only jaxlib has)."""
+    from . import check_syntax, chlo, mhlo
+    if check_syntax.has_custom_checks(text):
+        text = check_syntax.rewrite(text, filename)
+    if check_syntax.has_generic_const_checks(text):
+        text = check_syntax.rewrite_generic_consts(text)
+    if mhlo.has_mhlo(text):
+        return mhlo.mhlo_to_stablehlo(text, ctx, filename)
+    if chlo.has_chlo(text):
+        return chlo.chlo_to_stablehlo(text, ctx, filename)
+    return mlir_frontend.parse_text(text, ctx, filename)
 
 
 def _module_bytes(module: ir.Module) -> bytes:

@@ -10,6 +10,7 @@ class Format(enum.Enum):
     MLIR_TEXT = "mlir-text"
     MLIR_BYTECODE = "mlir-bytecode"  # includes StableHLO portable artifacts (VHLO bytecode)
     HLO_TEXT = "hlo-text"
+    JAX_EXPORTED = "jax-exported"  # jax.export.Exported.serialize(): a flatbuffer around VHLO
 
 
 def _strip_comments(text: str) -> str:
@@ -24,6 +25,9 @@ def detect(data: bytes | str) -> Format:
     if isinstance(data, bytes):
         if data.startswith(MLIR_BYTECODE_MAGIC):
             return Format.MLIR_BYTECODE
+        from .jax_export import looks_like_exported
+        if looks_like_exported(data):
+            return Format.JAX_EXPORTED
         data = data.decode("utf-8", errors="replace")
     first = _strip_comments(data)
     if first.startswith("HloModule"):

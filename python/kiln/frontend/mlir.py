@@ -36,9 +36,23 @@ def parse_bytecode(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
     if _PRODUCER.search(data[:64]):
         check_artifact_version(data, filename)
         with mlir_errors(filename, "cannot deserialize StableHLO portable artifact"):
-            return _stablehlo.deserialize_portable_artifact(ctx, data)
+            try:
+                return _stablehlo.deserialize_portable_artifact(ctx, data)
+            except (ValueError, RuntimeError) as exc:  # the binding's own failures
+                raise _unreadable(exc, filename) from None
     with ctx, mlir_errors(filename, "cannot parse MLIR bytecode"):
-        return legalize_vhlo(ir.Module.parse(data), filename)
+        try:
+            module = ir.Module.parse(data)
+        except (ValueError, RuntimeError) as exc:
+            raise _unreadable(exc, filename) from None
+        return legalize_vhlo(module, filename)
+
+
+def _unreadable(exc: Exception, filename: str) -> KilnError:
+    first = (str(exc).strip().splitlines() or ["unknown reason"])[0][:300]
+    return KilnError(f"cannot read MLIR bytecode: {first}", location=filename,
+                     hint="it may use a dialect or attribute this build of StableHLO cannot read "
+                          "(e.g. Shardy 'sdy'); re-export it as plain StableHLO")
 
 
 def parse_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:

@@ -73,9 +73,12 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
                     attributes={"value": ir.DenseElementsAttr.get_splat(
                         op.results[0].type, ir.BoolAttr.get(True))})
             op.results[0].replace_all_uses_with(true.result)
+            # `results` holds Values read before: the verdict returned must not dangle once the
+            # check op is erased (that crashed the process).
+            results = [true.result if r == op.results[0] else r for r in results]
         attrs = {n: _numeric_attr(op.attributes[n]) for n in _NUMERIC_ATTRS if n in op.attributes}
         checks.append({"kind": kind, "results": list(range(len(results), len(results) + len(operands))),
-                       "loc": where, **attrs})
+                       "loc": where, "custom_call": op.name == "stablehlo.custom_call", **attrs})
         results.extend(operands)
         op.erase()
     if not checks:

@@ -56,6 +56,7 @@ class Compiled:
     checks: list[dict]
     timings: list[StageTiming] = field(default_factory=list)
     context: ir.Context | None = None  # keeps the JITed module's context alive
+    dimension_values: dict[int, int] = field(default_factory=dict)  # JAX dimension arguments
 
 
 class Executable:
@@ -83,7 +84,7 @@ class Executable:
         if stage not in names:
             raise KilnError(f"unknown stage '{stage}'", hint="stages: " + ", ".join(names))
         ctx = make_context()
-        module = self._module(ctx, arg_shapes)
+        module, _ = self._module(ctx, arg_shapes)
         if stage != "import":
             run_stages(module, self.stages, self.filename, until=stage)
         return str(module)
@@ -109,6 +110,12 @@ class Executable:
         """Like calling, but returns every check's outcome instead of raising on failure."""
         arrays = self._coerce(args)
         compiled = self._compiled_for(tuple(a.shape for a in arrays))
+        for index, value in compiled.dimension_values.items():
+            if int(arrays[index]) != value:
+                raise KilnError(
+                    f"argument {index} of @{self.entry} is {int(arrays[index])}, but as a dimension "
+                    f"argument (JAX shape polymorphism) it must be {value}, the size the other "
+                    f"arguments' shapes give", hint="pass the matching size")
         buffers = [np.empty(tuple(s.shape), s.dtype) for s in compiled.results]
         compiled.invoke(arrays + buffers)
         for out, spec in zip(buffers, compiled.results):
@@ -136,14 +143,18 @@ class Executable:
         return arrays
 
     # -- compiling -----------------------------------------------------------------------------
-    def _module(self, ctx: ir.Context, arg_shapes) -> ir.Module:
+    def _module(self, ctx: ir.Context, arg_shapes) -> tuple[ir.Module, dict[int, int]]:
+        """The imported module, specialised to `arg_shapes` when the signature is dynamic;
+        with the values that implies for JAX's dimension arguments."""
         with ctx:
             module = ir.Module.parse(self._imported)
+        dimension_values: dict[int, int] = {}
         if arg_shapes is not None and not all(s.is_static for s in self.arg_specs):
             from ..passes.shapes import specialize
-            specialize(module, self.entry, [s.mlir_type(tuple(shape)) for s, shape in
-                                            zip(self.arg_specs, arg_shapes)], self.filename)
-        return module
+            dimension_values = specialize(
+                module, self.entry, [s.mlir_type(tuple(shape)) for s, shape in
+                                     zip(self.arg_specs, arg_shapes)], self.filename)
+        return module, dimension_values
 
     def _compiled_for(self, shapes: tuple) -> Compiled:
         with self._lock:
@@ -153,7 +164,7 @@ class Executable:
 
     def _compile(self, shapes) -> Compiled:
         ctx = make_context()
-        module = self._module(ctx, shapes)
+        module, dimension_values = self._module(ctx, shapes)
         timings: list[StageTiming] = []
         stages = self.stages
         dump = None
@@ -176,7 +187,8 @@ class Executable:
         run_stages(module, stages[split:], self.filename, timings=timings, dump=dump)
         invoke = self.target.load(module, self.entry)
         return Compiled(invoke, results, sources,
-                        len(sources) if user_results is None else user_results, checks, timings, ctx)
+                        len(sources) if user_results is None else user_results, checks, timings, ctx,
+                        dimension_values)
 
 
 def _to_bytecode(module: ir.Module) -> bytes:

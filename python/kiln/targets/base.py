@@ -24,10 +24,12 @@ def common_stages(entry: str | None) -> list[Stage]:
         ]),
         Stage("optimize", "inline calls into the entry, outline checks, simplify", [
             PyPass("make-entry-only-public", lambda m: make_entry_only_public(m, entry)),
-            "inline",
+            "inline{default-pipeline=}",  # no canonicalization yet: it would drop unused check.eq calls
             PyPass("outline-checks", lambda m: outline_checks(m, entry)),
             "symbol-dce",
             "canonicalize",
+            # dynamic_* ops whose shape operands are constants become their static forms.
+            "func.func(stablehlo-canonicalize-dynamism)",
             "cse",
             PyPass("dedupe-results", lambda m: dedupe_results(m, entry)),
         ]),

@@ -10,7 +10,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from .. import native
 from ..errors import KilnError
 from ..passes.entry import emit_c_interface
-from ..passes import legalize
+from ..passes import codegen, guards, legalize
 from ..passes.verify import check_legalized
 from ..pipeline import PyPass, Stage
 from ..runtime.memref import pack_arguments
@@ -39,20 +39,27 @@ class CpuTarget(Target):
                 PyPass("check-legalized", check_legalized),
             ]),
             Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
+                PyPass("protect-contractions", codegen.protect_contractions),
                 "linalg-fuse-elementwise-ops",
                 "canonicalize",
                 "cse",
+                PyPass("restore-contractions", codegen.restore_contractions),
             ]),
             Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
                                "(XLA: buffer assignment)", [
                 PyPass("emit-c-interface", lambda m: emit_c_interface(m, entry)),
-                "one-shot-bufferize{bufferize-function-boundaries "
+                "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                 "function-boundary-type-conversion=identity-layout-map}",
                 "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
                 "buffer-deallocation-pipeline",
                 "canonicalize",
             ]),
-            Stage("codegen", "linalg -> loops", [
+            Stage("codegen", "large matrix products -> BLAS calls; linalg -> loops", [
+                PyPass("blas-calls", codegen.blas_calls),
+                PyPass("parallelize", codegen.parallelize),
+                PyPass("approximate-math", codegen.approximate_math),
+                PyPass("reassociate-reductions", codegen.reassociate_reductions),
+                PyPass("copies-as-loops", guards.copies_as_loops),
                 "convert-linalg-to-loops",
             ]),
             Stage("lower", "everything -> LLVM dialect", [
@@ -61,7 +68,8 @@ class CpuTarget(Target):
                 "lower-affine",
                 f"arith-emulate-unsupported-floats{{source-types={_EMULATED_FLOATS} target-type=f32}}",
                 "convert-complex-to-standard",
-                "finalize-memref-to-llvm",
+                # temporaries come from Kiln's buffer pool (runtime/kiln_parallel.c)
+                "finalize-memref-to-llvm{use-generic-functions=1}",
                 "convert-math-to-llvm",
                 "convert-math-to-libm",
                 "convert-complex-to-llvm",
@@ -82,11 +90,12 @@ class CpuTarget(Target):
                             hint="an operation reached LLVM without a lowering; "
                                  "`kiln-opt FILE --stage lower` shows the IR") from None
         address = engine.raw_lookup("_mlir_ciface_" + entry)
-        function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        # Through the runtime's KilnInvoke, where a failing custom call stops the computation.
+        from ..runtime.custom_call import invoke_entry
 
         def invoke(arrays: list[np.ndarray]) -> None:
             packed, keep_alive = pack_arguments(arrays)
-            function(packed)
+            invoke_entry(address, packed)
             del keep_alive
 
         invoke.engine = engine  # the JITed code lives as long as the engine

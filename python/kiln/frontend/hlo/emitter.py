@@ -25,6 +25,14 @@ from kiln.layout import Layout, Shape
 from .parser import AttrReader, Instruction, Module, parse_literal, parse_replica_groups
 
 
+def _tree_attr(shapes) -> str:
+    def walk(shape):
+        if not shape.is_tuple:
+            return [-1]
+        return [len(shape.tuple_shapes)] + [x for t in shape.tuple_shapes for x in walk(t)]
+    return "array<i32: " + ", ".join(str(x) for x in (x for s in shapes for x in walk(s))) + ">"
+
+
 class Val:
     __slots__ = ("name", "type")
 
@@ -931,6 +939,13 @@ class Emitter:
             attrs["operand_layouts"] = "[" + ", ".join(idx(l) for l in lays) + "]"
             attrs["result_layouts"] = "[" + ", ".join(
                 idx(s.effective_layout()) for s in ins.shape.leaves()) + "]"
+        # Operands and results are flattened here; the custom-call lowering rebuilds the
+        # seed's nested pointer arrays from these trees (depth first: -1 a buffer, k a k-tuple).
+        operand_shapes = [self._shape_of_operand(ins, i) for i in range(len(ins.operands))]
+        if any(s.is_tuple for s in operand_shapes):
+            attrs["kiln.operand_tree"] = _tree_attr(operand_shapes)
+        if ins.shape.is_tuple:
+            attrs["kiln.result_tree"] = _tree_attr([ins.shape])
         return self.op("stablehlo.custom_call", flat, rtypes, attrs)
 
     # -- random numbers

@@ -1,7 +1,165 @@
-"""Lowerings: control_flow (see passes/legalize/__init__.py)."""
+"""Lowerings: control_flow (see passes/legalize/__init__.py).
+
+Upstream `stablehlo-legalize-to-linalg` leaves StableHLO's region-carrying control flow alone,
+so Kiln turns it into `scf` before that pass runs; the ops inside the regions stay StableHLO and
+upstream lowers them in place like any other op:
+
+* `stablehlo.while`  -> `scf.while`: the cond block becomes the "before" region, ending in
+  `scf.condition` on the extracted i1 and forwarding its arguments unchanged; the body becomes
+  the "after" region, ending in `scf.yield`. Every carried value is its own loop value (no
+  tuples), so bufferization can update each buffer in place.
+* `stablehlo.if`     -> `scf.if` on the extracted predicate.
+* `stablehlo.case`   -> `scf.index_switch`: branch i for index i in [0, N-1), and the spec's
+  "any other index runs the last branch" as the default region.
+* `stablehlo.optimization_barrier` -> its operands (it only constrains XLA's scheduling).
+* `stablehlo.get_dimension_size` -> a constant for static dimensions (shapes are refined
+  before this point), `tensor.dim` otherwise.
+* `stablehlo.composite` -> a call of its decomposition (upstream's
+  `stablehlo-legalize-composite-to-call`), then inlined.
+* `stablehlo.rng` on floats: see rng.py (its steps run here, before upstream).
+
+`func.call` of functions the optimize stage could not inline (recursion) stays a call; every
+function is legalized and bufferized on its own. Multi-operand `reduce` with a non-commutative
+body is upstream's, which folds left to right from the init value like the reference
+interpreter (tests/py/test_control_flow.py).
+
+Blocks are moved, not cloned: each region's single block keeps its operations and arguments and
+only the terminator changes.
+"""
 from __future__ import annotations
 
-from ...pipeline import Step
+from torch_mlir import ir
 
-before: list[Step] = []
+from ...errors import KilnError
+from ...pipeline import PyPass, Step
+from ..ir_util import walk
+from . import rng
+
+_OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case", "stablehlo.optimization_barrier",
+        "stablehlo.get_dimension_size")
+
+
+def _terminator(block: ir.Block) -> ir.Operation:
+    return block.operations[len(block.operations) - 1].operation
+
+
+def _extract_scalar(value: ir.Value) -> ir.Value:
+    """The element of a 0-d tensor (the predicate or index), at the current insertion point."""
+    element = ir.RankedTensorType(value.type).element_type
+    return ir.Operation.create("tensor.extract", results=[element], operands=[value]).result
+
+
+def _replace_terminator(block: ir.Block, name: str, operands_for) -> None:
+    """Swap the block's `stablehlo.return` for `name` with operands `operands_for(old)`."""
+    old = _terminator(block)
+    with ir.InsertionPoint(old), old.location:
+        ir.Operation.create(name, operands=operands_for(old))
+    old.erase()
+
+
+def _move_region(src: ir.Region, dst: ir.Region) -> ir.Block:
+    if len(src.blocks) != 1:
+        raise KilnError("control flow with multi-block regions is not supported",
+                        location=str(src.owner.location),
+                        hint="StableHLO regions have one block; run the MLIR verifier on the input")
+    block = src.blocks[0]
+    block.append_to(dst)
+    return block
+
+
+def _finish(op: ir.Operation, new: ir.Operation) -> None:
+    for old, repl in zip(op.results, new.results):
+        old.replace_all_uses_with(repl)
+    op.erase()
+
+
+def _lower_while(op: ir.Operation) -> None:
+    types = [r.type for r in op.results]
+    with ir.InsertionPoint(op), op.location:
+        loop = ir.Operation.create("scf.while", results=types, operands=list(op.operands), regions=2)
+    cond = _move_region(op.regions[0], loop.regions[0])
+    _move_region(op.regions[1], loop.regions[1])
+    ret = _terminator(cond)
+    with ir.InsertionPoint(ret), ret.location:
+        flag = _extract_scalar(ret.operands[0])
+        ir.Operation.create("scf.condition", operands=[flag, *cond.arguments])
+    ret.erase()
+    _replace_terminator(loop.regions[1].blocks[0], "scf.yield", lambda r: list(r.operands))
+    _finish(op, loop)
+
+
+def _lower_if(op: ir.Operation) -> None:
+    with ir.InsertionPoint(op), op.location:
+        flag = _extract_scalar(op.operands[0])
+        new = ir.Operation.create("scf.if", results=[r.type for r in op.results],
+                                  operands=[flag], regions=2)
+    for i in range(2):
+        block = _move_region(op.regions[i], new.regions[i])
+        _replace_terminator(block, "scf.yield", lambda r: list(r.operands))
+    _finish(op, new)
+
+
+def _lower_case(op: ir.Operation) -> None:
+    branches = len(op.regions)
+    with ir.InsertionPoint(op), op.location:
+        index = ir.Operation.create("arith.index_cast", results=[ir.IndexType.get()],
+                                    operands=[_extract_scalar(op.operands[0])]).result
+        # Regions of scf.index_switch: the default first, then one per listed case value.
+        new = ir.Operation.create(
+            "scf.index_switch", results=[r.type for r in op.results], operands=[index],
+            attributes={"cases": ir.DenseI64ArrayAttr.get(list(range(branches - 1)))},
+            regions=branches)
+    order = [branches - 1] + list(range(branches - 1))
+    for dst, src in enumerate(order):
+        block = _move_region(op.regions[src], new.regions[dst])
+        _replace_terminator(block, "scf.yield", lambda r: list(r.operands))
+    _finish(op, new)
+
+
+def _lower_barrier(op: ir.Operation) -> None:
+    for result, operand in zip(op.results, op.operands):
+        result.replace_all_uses_with(operand)
+    op.erase()
+
+
+def _lower_dimension_size(op: ir.Operation) -> None:
+    operand = op.operands[0]
+    dim = ir.IntegerAttr(op.attributes["dimension"]).value
+    shape = ir.RankedTensorType(operand.type)
+    result_type = op.results[0].type
+    with ir.InsertionPoint(op), op.location:
+        if not shape.is_dynamic_dim(dim):
+            value = ir.DenseElementsAttr.get_splat(
+                result_type, ir.IntegerAttr.get(ir.IntegerType.get_signless(32), shape.get_dim_size(dim)))
+            new = ir.Operation.create("stablehlo.constant", results=[result_type],
+                                      attributes={"value": value})
+        else:
+            index = ir.Operation.create(
+                "arith.constant", results=[ir.IndexType.get()],
+                attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), dim)}).result
+            size = ir.Operation.create("tensor.dim", results=[ir.IndexType.get()],
+                                       operands=[operand, index]).result
+            i32 = ir.Operation.create("arith.index_cast", results=[ir.IntegerType.get_signless(32)],
+                                      operands=[size]).result
+            new = ir.Operation.create("tensor.from_elements", results=[result_type], operands=[i32])
+    _finish(op, new)
+
+
+_LOWER = {"stablehlo.while": _lower_while, "stablehlo.if": _lower_if, "stablehlo.case": _lower_case,
+          "stablehlo.optimization_barrier": _lower_barrier,
+          "stablehlo.get_dimension_size": _lower_dimension_size}
+
+
+def lower_control_flow(module: ir.Module) -> None:
+    # Collected first: moving blocks keeps nested ops alive, so the order does not matter.
+    for op in [op for op in walk(module.operation) if op.name in _LOWER]:
+        _LOWER[op.name](op)
+
+
+before: list[Step] = [
+    "func.func(stablehlo-legalize-composite-to-call)",
+    "inline",
+    PyPass("lower-control-flow", lower_control_flow),
+    *rng.before,
+]
 after: list[Step] = []

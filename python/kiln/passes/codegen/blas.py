@@ -1,0 +1,652 @@
+"""Library calls for matrix products and convolutions (XLA:CPU does the same: dot/conv ->
+Eigen/oneDNN; a maintained BLAS here).
+
+Chosen by measurement on the 2-core AVX-512 machine: the linalg -> loops path runs a matmul
+at ~2 GFLOP/s; the OpenBLAS bundled in the numpy wheel (`scipy_cblas_sgemm64_`, the library
+numpy's own `@` calls) runs 1024^3 f32 at numpy's speed. Without numpy's (or scipy's) bundled
+OpenBLAS, products stay loop nests.
+
+- `protect_contractions` (tensor level, before elementwise fusion): each large pure f32/f64
+  contraction (a `linalg.generic` whose body is exactly `out + a * b`) moves, as a
+  `linalg.contract`, into a private function of its own, so that fusion (which also
+  propagates reshapes through linalg ops and then fuses producers into them) cannot merge
+  elementwise work into it; a transposing copy that is its only user is first folded into its
+  output map (also for named matmul/batch_matmul), as XLA folds it into the dot's layout.
+  `restore_contractions` inlines them back after fusion.
+- `blas_calls` (memref level, after bufferization): every f32/f64 contraction with one M, one
+  N and one K dimension group (after merging dims that are contiguous in every operand), any
+  batch dims, static shapes and strides, where each matrix has a unit stride on one side,
+  becomes loops over the batch dims around one `cblas_?gemm` call (a column-major result is
+  computed as C^T = B^T A^T). A `linalg.fill` of 0.0 right before it on the same output
+  becomes beta = 0. `linalg.conv_2d_nhwc_hwcf` becomes loops over (n, oh, kh, kw) around a
+  W_out x F x C gemm on shifted input windows (no im2col copy). Anything else stays for the
+  loop lowering, unchanged.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch_mlir import ir
+from torch_mlir.dialects import linalg
+
+# Below this many multiply-adds a loop nest is as fast as a library call and keeps small
+# programs (most of the conformance suite) on the plain path.
+MIN_MACS = 32 * 32 * 32
+
+# OpenBLAS splits every gemm above a small size across all cores; measured here (2 cores,
+# shared with other processes), its thread hand-off costs more than it gains below ~2^27
+# multiply-adds per call (attention's 32 gemms of 512x512x64: 60-78 ms on one thread, 50-270
+# ms on two), while 1024^3 gains from two. Smaller calls run on the calling thread only.
+PARALLEL_MACS = 1 << 27
+_SET_THREADS = "openblas_set_num_threads_local"
+
+_GEMM = {"f32": "s", "f64": "d"}   # element type -> BLAS precision letter
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+@dataclass(frozen=True)
+class Blas:
+    path: str
+    prefix: str      # symbol names: {prefix}cblas_sgemm{suffix}
+    suffix: str
+    int_type: str    # blasint: i64 in the ILP64 build, i32 in the LP64 one
+
+    def gemm(self, kind: str) -> str:
+        return f"{self.prefix}cblas_{_GEMM[kind]}gemm{self.suffix}"
+
+
+def _bundled(package: str, pattern: str) -> list[Path]:
+    try:
+        module = __import__(package)
+    except ImportError:
+        return []
+    return sorted((Path(module.__file__).parent.parent / f"{package}.libs").glob(pattern))
+
+
+@functools.lru_cache(maxsize=None)
+def blas() -> Blas | None:
+    """The OpenBLAS that matrix products call, loaded RTLD_GLOBAL so the JIT resolves its
+    symbols. First numpy's own (a hard dependency; ILP64, shared with numpy's thread pool, so
+    Kiln and numpy in one process do not run two pools of spinning BLAS threads), then
+    scipy's (LP64). None if neither wheel bundles one (products then stay loop nests)."""
+    candidates = [(p, Blas(str(p), "scipy_", "64_", "i64"))
+                  for p in _bundled("numpy", "libscipy_openblas64_*.so")]
+    candidates += [(p, Blas(str(p), "scipy_", "", "i32"))
+                   for p in _bundled("scipy", "libscipy_openblas-*.so") if "64_" not in p.name]
+    for path, found in candidates:
+        try:
+            lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+            getattr(lib, found.gemm("f32")), getattr(lib, found.gemm("f64"))  # both must exist
+            return found
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def blas_library() -> str | None:
+    found = blas()
+    return found.path if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def thread_control() -> bool:
+    """Whether `openblas_set_num_threads_local` as the JIT will resolve it (process-global
+    lookup) is the one of the OpenBLAS `blas()` chose, not another copy's (numpy and scipy
+    each bundle one, with this same unprefixed name)."""
+    path = blas_library()
+    if path is None:
+        return False
+    try:
+        ours = ctypes.cast(getattr(ctypes.CDLL(path), _SET_THREADS), ctypes.c_void_p).value
+        found = ctypes.cast(getattr(ctypes.CDLL(None), _SET_THREADS), ctypes.c_void_p).value
+    except AttributeError:
+        return False
+    return ours == found
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor level
+
+def _is_mul_add_body(op: ir.Operation) -> bool:
+    block = op.regions[0].blocks[0]
+    ops = list(block.operations)
+    if len(ops) != 3 or [o.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+        return False
+    mul, add, yld = ops
+    a, b, c = block.arguments
+    # (ir.Value compares by what it refers to, but does not hash that way: no sets here)
+    m0, m1 = mul.operands[0], mul.operands[1]
+    if not ((m0 == a and m1 == b) or (m0 == b and m1 == a)):
+        return False
+    s0, s1 = add.operands[0], add.operands[1]
+    if not ((s0 == c and s1 == mul.result) or (s0 == mul.result and s1 == c)):
+        return False
+    return yld.operands[0] == add.result
+
+
+def _float_kind(t: ir.Type) -> str | None:
+    s = str(ir.ShapedType(t).element_type)
+    return s if s in _GEMM else None
+
+
+_OUTLINED = "kiln.outlined_contraction"
+
+
+def protect_contractions(module: ir.Module) -> None:
+    """Move each pure f32/f64 contraction into a private function of its own, as a
+    `linalg.contract`, so that elementwise fusion (which also propagates reshapes through
+    linalg ops and then fuses into the result) cannot touch it; `restore_contractions` puts it
+    back after fusion."""
+    todo = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "linalg.generic" and len(op.operands) == 3 and len(op.results) == 1 \
+                and all(_float_kind(v.type) for v in op.operands) \
+                and len({str(ir.ShapedType(v.type).element_type) for v in op.operands}) == 1 \
+                and _is_mul_add_body(op) and linalg.isa_contraction_op(op) and _big_enough(op):
+            todo.append(op)
+        elif op.name in ("linalg.matmul", "linalg.batch_matmul") and "cast" not in op.attributes \
+                and len(op.results) == 1 \
+                and all(_float_kind(v.type) for v in op.operands) and _big_enough(op):
+            named.append(op)   # kept as they are, unless a transpose folds into them
+        return ir.WalkResult.ADVANCE
+    named = []
+    module.operation.walk(visit)
+    for op in named:
+        folded = _fold_transpose(op)
+        if folded is not op:
+            todo.append(folded)
+    if not todo:
+        return
+    todo = [_fold_transpose(op) for op in todo]
+    symbols = ir.SymbolTable(module.operation)
+    for n, op in enumerate(todo):
+        name = f"kiln_contraction_{n}"
+        while name in symbols:
+            name += "_"
+        types = [v.type for v in op.operands]
+        with ir.InsertionPoint(module.body), op.location:
+            ftype = ir.FunctionType.get(types, [op.results[0].type])
+            func = ir.Operation.create("func.func", attributes={
+                "sym_name": ir.StringAttr.get(name), "function_type": ir.TypeAttr.get(ftype),
+                "sym_visibility": ir.StringAttr.get("private"), _OUTLINED: ir.UnitAttr.get()},
+                regions=1)
+            entry = func.regions[0].blocks.append(*types)
+        with ir.InsertionPoint(entry), op.location:
+            new = _contract(op, list(entry.arguments))
+            ir.Operation.create("func.return", operands=[new.results[0]])
+        with ir.InsertionPoint(op), op.location:
+            call = ir.Operation.create("func.call", results=[op.results[0].type],
+                                       operands=list(op.operands),
+                                       attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        op.results[0].replace_all_uses_with(call.results[0])
+        op.erase()
+
+
+def _contract(op: ir.Operation, operands: list[ir.Value], name: str = "linalg.contract",
+              maps: ir.Attribute | None = None) -> ir.Operation:
+    """A `name` op (linalg.contract or linalg.generic) with `op`'s body and maps (or `maps`)
+    over `operands` (at the insertion point); its result type is the init's."""
+    attributes = {"indexing_maps": maps or op.attributes["indexing_maps"],
+                  "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 1])}
+    if name == "linalg.generic":
+        attributes["iterator_types"] = op.attributes["iterator_types"]
+    new = ir.Operation.create(name, results=[operands[2].type], operands=operands,
+                              attributes=attributes, regions=1)
+    old_block = op.regions[0].blocks[0]
+    block = new.regions[0].blocks.append(*[a.type for a in old_block.arguments])
+    mapping = list(zip(old_block.arguments, block.arguments))
+    with ir.InsertionPoint(block):
+        for inner in old_block.operations:
+            clone = inner.clone()
+            for i, v in enumerate(clone.operands):
+                for old, repl in mapping:
+                    if v == old:
+                        clone.operands[i] = repl
+            mapping.extend(zip(inner.results, clone.results))
+    return new
+
+
+def _single_user(value: ir.Value):
+    users = [u.owner for u in value.uses]
+    return users[0] if len(users) == 1 else None
+
+
+def _defining(value: ir.Value, name: str):
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    return owner if isinstance(owner, ir.Operation) and owner.name == name else None
+
+
+def _fold_transpose(op: ir.Operation) -> ir.Operation:
+    """contraction -> transposing copy, with the contraction's init a zero fill of an empty
+    tensor, becomes one contraction writing the transposed layout (XLA folds the transpose
+    into the dot's output layout the same way; a 1024x4096 f32 transpose is ~40 ms here)."""
+    user = _single_user(op.results[0])
+    user = getattr(user, "operation", user)
+    if user is None or user.name != "linalg.generic" or len(user.operands) != 2 \
+            or "reduction" in str(user.attributes["iterator_types"]):
+        return op
+    body = list(user.regions[0].blocks[0].operations)
+    block_args = list(user.regions[0].blocks[0].arguments)
+    if len(body) != 1 or body[0].operands[0] != block_args[0]:
+        return op
+    fill = _defining(op.operands[2], "linalg.fill")
+    if fill is None or _defining(fill.operands[1], "tensor.empty") is None \
+            or _zero_fill_value(fill) is False:
+        return op
+    try:
+        p_in, p_out = ([ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(m).value.results]
+                       for m in user.attributes["indexing_maps"])
+    except ValueError:
+        return op
+    dims = _maps(op)
+    if dims is None:
+        return op
+    n_dims = max(max(d) for d in dims) + 1
+    maps = [ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in ds]) for ds in dims]
+    c_dims = dims[2]
+    if sorted(p_in) != list(range(len(p_in))) or sorted(p_out) != sorted(p_in):
+        return op
+    new_c = [c_dims[p_in.index(g)] for g in p_out]
+    # Only where the call can still write the result: its innermost dim an M or N dim, and
+    # each of the M and N groups still consecutive, in order (so they merge into one).
+    m_group = [d for d in c_dims if d in dims[0] and d not in dims[1]]
+    n_group = [d for d in c_dims if d in dims[1] and d not in dims[0]]
+    if new_c[-1] not in m_group + n_group:
+        return op
+    for group in (m_group, n_group):
+        at = [new_c.index(d) for d in group]
+        if at and at != list(range(at[0], at[0] + len(at))):
+            return op
+    with op.context, user.location:
+        c_map = ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in new_c])
+        new_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (maps[0], maps[1], c_map)])
+        y_type = user.results[0].type
+        with ir.InsertionPoint(user):
+            empty = ir.Operation.create("tensor.empty", results=[y_type])
+            zero = ir.Operation.create("linalg.fill", results=[y_type],
+                                       operands=[fill.operands[0], empty.results[0]],
+                                       attributes={"operandSegmentSizes":
+                                                   ir.DenseI32ArrayAttr.get([1, 1])},
+                                       regions=1)
+            fblock = zero.regions[0].blocks.append(fill.operands[0].type, ir.RankedTensorType(y_type).element_type)
+            with ir.InsertionPoint(fblock):
+                ir.Operation.create("linalg.yield", operands=[fblock.arguments[0]])
+            if op.name != "linalg.generic":  # named matmul / batch_matmul
+                iterators = ["parallel"] * n_dims
+                for d in set(dims[0]) & set(dims[1]) - set(dims[2]):
+                    iterators[d] = "reduction"
+                op.attributes["iterator_types"] = ir.ArrayAttr.get(
+                    [ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iterators])
+            new = _contract(op, [op.operands[0], op.operands[1], zero.results[0]],
+                            "linalg.generic", new_maps)
+    user.results[0].replace_all_uses_with(new.results[0])
+    user.erase()
+    op.erase()
+    return new
+
+
+def _zero_fill_value(fill: ir.Operation) -> bool:
+    cst = _defining(fill.operands[0], "arith.constant")
+    if cst is None:
+        return False
+    try:
+        return ir.FloatAttr(cst.attributes["value"]).value == 0.0
+    except ValueError:
+        return False
+
+
+def restore_contractions(module: ir.Module) -> None:
+    """Inline the functions `protect_contractions` made back into their (single) call sites."""
+    funcs = {}
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and _OUTLINED in op.attributes:
+            funcs[ir.StringAttr(op.attributes["sym_name"]).value] = op
+    if not funcs:
+        return
+    calls = []
+
+    def visit(op):
+        op = op.operation
+        if op.name == "func.call" and ir.FlatSymbolRefAttr(op.attributes["callee"]).value in funcs:
+            calls.append(op)
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    for call in calls:
+        func = funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
+        contract = next(o.operation for o in func.regions[0].blocks[0].operations
+                        if o.operation.name == "linalg.contract")
+        with ir.InsertionPoint(call), call.location:
+            new = _contract(contract, list(call.operands))
+        call.results[0].replace_all_uses_with(new.results[0])
+        call.erase()
+    for func in funcs.values():
+        func.erase()
+
+
+def _big_enough(op: ir.Operation) -> bool:
+    macs = 1
+    for v in op.operands:
+        for d in ir.ShapedType(v.type).shape:
+            if d < 0:
+                return False
+    maps = _maps(op)
+    extent = {}
+    for v, dims in zip(op.operands, maps or []):
+        extent.update(zip(dims, ir.ShapedType(v.type).shape))
+    for n in extent.values():
+        macs *= n
+    return maps is not None and macs >= MIN_MACS
+
+
+# ---------------------------------------------------------------------------------------------
+# memref level
+
+def _maps(op: ir.Operation) -> list[list[int]] | None:
+    if "indexing_maps" in op.attributes:
+        maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
+        try:
+            return [[ir.AffineDimExpr(e).position for e in m.results] for m in maps]
+        except ValueError:
+            return None
+    if op.name == "linalg.matmul":
+        return [[0, 2], [2, 1], [0, 1]]
+    if op.name == "linalg.batch_matmul":
+        return [[0, 1, 3], [0, 3, 2], [0, 1, 2]]
+    return None
+
+
+class _Operand:
+    def __init__(self, value: ir.Value, dims: list[int]):
+        t = ir.MemRefType(value.type)
+        self.value, self.type = value, t
+        self.dims = dims
+        strides, _ = t.get_strides_and_offset()
+        self.stride = {d: s for d, s in zip(dims, strides)}
+        self.size = {d: n for d, n in zip(dims, t.shape)}
+        dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+        self.static = all(s != dynamic for s in strides) and t.has_static_shape
+
+
+def _merge(group: list[int], operands: list[_Operand], extent: dict[int, int]):
+    """Fold a dim group into one (extent, {operand: stride}) if its dims are nested
+    contiguously, in the same order, in every operand; else None."""
+    present = [o for o in operands if all(d in o.stride for d in group)]
+    if not group:
+        return 1, {id(o): 0 for o in present}
+    # order: as the first operand lays them out (outer to inner)
+    order = sorted(group, key=lambda d: -present[0].stride[d] if extent[d] > 1 else 0)
+    live = [d for d in order if extent[d] > 1]
+    total = 1
+    for d in group:
+        total *= extent[d]
+    strides = {}
+    for o in present:
+        if not live:
+            strides[id(o)] = 1
+            continue
+        for outer, inner in zip(live, live[1:]):
+            if o.stride[outer] != o.stride[inner] * extent[inner]:
+                return None
+        strides[id(o)] = o.stride[live[-1]]
+    return total, strides
+
+
+def _matrix(rows: int, cols: int, s_row: int, s_col: int):
+    """(transposed?, leading dimension) for a row-major BLAS view of a rows x cols matrix with
+    these element strides, or None if neither orientation fits."""
+    if (s_col == 1 or cols == 1) and (rows == 1 or s_row >= max(1, cols)):
+        return False, s_row if rows > 1 else max(1, cols)
+    if (s_row == 1 or rows == 1) and (cols == 1 or s_col >= max(1, rows)):
+        return True, s_col if cols > 1 else max(1, rows)
+    return None
+
+
+def _plan(op: ir.Operation):
+    """Everything the call needs, or None if this contraction stays a loop nest."""
+    if op.name not in ("linalg.matmul", "linalg.batch_matmul", "linalg.contract", "linalg.generic"):
+        return None
+    if len(op.operands) != 3 or len(op.results) != 0:
+        return None
+    try:
+        types = [ir.MemRefType(v.type) for v in op.operands]
+    except ValueError:
+        return None
+    kinds = {str(t.element_type) for t in types}
+    if len(kinds) != 1 or next(iter(kinds)) not in _GEMM:
+        return None
+    if op.name == "linalg.generic" and not _is_mul_add_body(op):
+        return None
+    if op.name in ("linalg.matmul", "linalg.batch_matmul") and "cast" in op.attributes:
+        return None
+    if not linalg.isa_contraction_op(op):
+        return None
+    maps = _maps(op)
+    dims = linalg.infer_contraction_dimensions(op)
+    if maps is None or dims is None:
+        return None
+    a, b, c = (_Operand(v, m) for v, m in zip(op.operands, maps))
+    if not all(o.static for o in (a, b, c)):
+        return None
+    extent = {**a.size, **b.size, **c.size}
+    batch, gm, gn, gk = (list(x) for x in (dims.batch, dims.m, dims.n, dims.k))
+    if not gk:
+        return None
+    macs = 1
+    for n in extent.values():
+        macs *= n
+    if macs < MIN_MACS:
+        return None
+    mm, nn, kk = _merge(gm, [a, c], extent), _merge(gn, [b, c], extent), _merge(gk, [a, b], extent)
+    if mm is None or nn is None or kk is None:
+        return None
+    (M, sm), (N, sn), (K, sk) = mm, nn, kk
+    # C must be row-major in the BLAS view; if it is column-major, compute C^T = B^T A^T.
+    c_fit = _matrix(M, N, sm.get(id(c), 0), sn.get(id(c), 0))
+    a_rows, b_rows = (sm.get(id(a), 0), sk.get(id(a), 0)), (sk.get(id(b), 0), sn.get(id(b), 0))
+    if c_fit is not None and not c_fit[0]:
+        first, second = (a, M, K, *a_rows), (b, K, N, *b_rows)
+        ldc = c_fit[1]
+    else:
+        c_fit = _matrix(N, M, sn.get(id(c), 0), sm.get(id(c), 0))
+        if c_fit is None or c_fit[0]:
+            return None
+        first, second = (b, N, K, b_rows[1], b_rows[0]), (a, K, M, a_rows[1], a_rows[0])
+        M, N = N, M
+        ldc = c_fit[1]
+    fa, fb = _matrix(*first[1:]), _matrix(*second[1:])
+    if fa is None or fb is None:
+        return None
+    return {
+        "operands": [a, b, c],
+        "kind": next(iter(kinds)), "M": M, "N": N, "K": K, "ldc": ldc,
+        "A": (first[0], *fa), "B": (second[0], *fb), "C": c,
+        "batch": [(extent[d], {id(o): o.stride[d] for o in (a, b, c)}) for d in batch
+                  if extent[d] > 1],
+    }
+
+
+def _conv_plan(op: ir.Operation):
+    """linalg.conv_2d_nhwc_hwcf as loops over (n, oh, kh, kw) around a W_out x F x C gemm:
+    out[n, oh, :, :] += in[n, oh*sh + kh*dh, kw*dw + sw*(:), :] @ filter[kh, kw]. Strides and
+    dilations become pointer offsets and the A leading dimension; no im2col copy."""
+    if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
+        return None
+    try:
+        types = [ir.MemRefType(v.type) for v in op.operands]
+    except ValueError:
+        return None
+    kinds = {str(t.element_type) for t in types}
+    if len(kinds) != 1 or next(iter(kinds)) not in _GEMM:
+        return None
+    x, f, o = (_Operand(v, list(range(4))) for v in op.operands)
+    if not all(v.static for v in (x, f, o)):
+        return None
+    sh, sw = (int(v) for v in ir.DenseIntElementsAttr(op.attributes["strides"])) \
+        if "strides" in op.attributes else (1, 1)
+    dh, dw = (int(v) for v in ir.DenseIntElementsAttr(op.attributes["dilations"])) \
+        if "dilations" in op.attributes else (1, 1)
+    n, oh, ow, fo = o.type.shape
+    kh, kw, c, _ = f.type.shape
+    si, sf, so = ([v.stride[d] for d in range(4)] for v in (x, f, o))
+    if si[3] != 1 or sf[3] != 1 or so[3] != 1 or n * oh * ow * fo * kh * kw * c < MIN_MACS \
+            or ow * fo * c < 4096:
+        return None
+    lda, ldb, ldc = sw * si[2], sf[2], so[2]
+    if (ow > 1 and lda < c) or (c > 1 and ldb < fo) or (ow > 1 and ldc < fo):
+        return None
+    loops = [(n, {id(x): si[0], id(f): 0, id(o): so[0]}),
+             (oh, {id(x): sh * si[1], id(f): 0, id(o): so[1]}),
+             (kh, {id(x): dh * si[1], id(f): sf[0], id(o): 0}),
+             (kw, {id(x): dw * si[2], id(f): sf[1], id(o): 0})]
+    return {"operands": [x, f, o], "kind": next(iter(kinds)), "M": ow, "N": fo, "K": c,
+            "ldc": max(ldc, max(1, fo)) if ow > 1 else max(1, fo),
+            "A": (x, False, lda if ow > 1 else max(1, c)), "B": (f, False, ldb if c > 1 else max(1, fo)),
+            "C": o, "batch": [(e, st) for e, st in loops if e > 1], "accumulates": True}
+
+
+def _call_text(plan, name: str, beta: float, one_thread: bool = False) -> str:
+    """A private function doing the contraction with `cblas_?gemm` calls (on the calling
+    thread only if `one_thread`)."""
+    lib = blas()
+    et = plan["kind"]
+    fn = lib.gemm(et)
+    size = 4 if et == "f32" else 8
+    (a, ta, lda), (b, tb, ldb), c = plan["A"], plan["B"], plan["C"]
+    # the function takes the op's operands in the op's order (BLAS's A/B may be swapped)
+    order = plan["operands"]
+    args = {id(o): n for o, n in zip(order, ("%a", "%b", "%c"))}
+    ops = [f"func.func private @{name}(" + ", ".join(f"{args[id(o)]}: {o.type}" for o in order)
+           + ") {"]
+    consts = {}
+
+    def const(v, t="index"):
+        key = (v, t)
+        if key not in consts:
+            consts[key] = f"%k{len(consts)}"
+            ops.append(f"  {consts[key]} = arith.constant {v} : {t}")
+        return consts[key]
+    base = {}
+    for o in (a, b, c):
+        n = args[id(o)][1:]
+        rank = o.type.rank
+        ops.append(f"  %p{n} = memref.extract_aligned_pointer_as_index {args[id(o)]} : {o.type} -> index")
+        idx = ", ".join(["index"] * (2 * rank))
+        ops.append(f"  %base{n}, %off{n}, %sz{n}:{rank}, %st{n}:{rank} = memref.extract_strided_metadata "
+                   f"{args[id(o)]} : {o.type} -> memref<{et}>, index, {idx}")
+        ops.append(f"  %ob{n} = arith.muli %off{n}, {const(size)} : index")
+        ops.append(f"  %q{n} = arith.addi %p{n}, %ob{n} : index")
+        base[id(o)] = f"%q{n}"
+    if one_thread:
+        ops.append(f"  %threads = func.call @{_SET_THREADS}({const(1, 'i32')}) : (i32) -> i32")
+    indent = "  "
+    closers = []
+    for i, (extent, strides) in enumerate(plan["batch"]):
+        ops.append(f"{indent}scf.for %i{i} = {const(0)} to {const(extent)} step {const(1)} {{")
+        closers.append(indent + "}")
+        indent += "  "
+        for o in (a, b, c):
+            n = args[id(o)][1:]
+            step = strides[id(o)] * size
+            ops.append(f"{indent}%d{n}{i} = arith.muli %i{i}, {const(step)} : index")
+            ops.append(f"{indent}%q{n}{i} = arith.addi {base[id(o)]}, %d{n}{i} : index")
+            base[id(o)] = f"%q{n}{i}"
+    ptrs = []
+    for o in (a, b, c):
+        n = args[id(o)][1:]
+        ops.append(f"{indent}%i64{n} = arith.index_cast {base[id(o)]} : index to i64")
+        ops.append(f"{indent}%ptr{n} = llvm.inttoptr %i64{n} : i64 to !llvm.ptr")
+        ptrs.append(f"%ptr{n}")
+    enum = lambda v: const(v, "i32")  # noqa: E731 - CBLAS enums are C ints
+    n = lambda v: const(v, lib.int_type)  # noqa: E731 - sizes are blasint
+    flt = lambda v: const(f"{v:.1f}", et)  # noqa: E731
+    call_args = [enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS),
+                 enum(_TRANS if tb else _NO_TRANS), n(plan["M"]), n(plan["N"]), n(plan["K"]),
+                 flt(1.0), ptrs[0], n(lda), ptrs[1], n(ldb), flt(beta), ptrs[2], n(plan["ldc"])]
+    ops.append(f"{indent}func.call @{fn}({', '.join(call_args)}) : ({_signature(et, lib.int_type)}) -> ()")
+    ops.extend(reversed(closers))
+    if one_thread:
+        ops.append(f"  %restored = func.call @{_SET_THREADS}(%threads) : (i32) -> i32")
+    ops.append("  return")
+    ops.append("}")
+    # constants were appended where first used; hoist them to the top of the body
+    body = [l for l in ops[1:] if " = arith.constant " not in l]
+    hoisted = [l.strip() for l in ops[1:] if " = arith.constant " in l]
+    return "\n".join([ops[0]] + ["  " + l for l in hoisted] + body)
+
+
+def _signature(et: str, n: str) -> str:
+    return f"i32, i32, i32, {n}, {n}, {n}, {et}, !llvm.ptr, {n}, !llvm.ptr, {n}, {et}, !llvm.ptr, {n}"
+
+
+def _zero_fill_before(op: ir.Operation, out: ir.Value):
+    """The `linalg.fill` of +0.0 into `out` immediately before `op`, if there is one."""
+    block_ops = list(op.block.operations)
+    i = next(i for i, o in enumerate(block_ops) if o.operation == op)
+    if i == 0:
+        return None
+    prev = block_ops[i - 1].operation
+    if prev.name != "linalg.fill" or prev.operands[1] != out:
+        return None
+    cst = prev.operands[0].owner
+    if not isinstance(cst, ir.Operation) and hasattr(cst, "operation"):
+        cst = cst.operation
+    if getattr(cst, "name", None) != "arith.constant":
+        return None
+    value = cst.attributes["value"]
+    try:
+        if ir.FloatAttr(value).value == 0.0 and str(value).lstrip().startswith("0"):
+            return prev
+    except ValueError:
+        return None
+    return None
+
+
+def blas_calls(module: ir.Module) -> None:
+    if blas_library() is None:
+        return
+    todo = []
+
+    def visit(op):
+        op = op.operation
+        if op.name in ("linalg.matmul", "linalg.batch_matmul", "linalg.contract", "linalg.generic",
+                       "linalg.conv_2d_nhwc_hwcf"):
+            plan = _conv_plan(op) if op.name.startswith("linalg.conv") else _plan(op)
+            if plan is not None:
+                todo.append((op, plan))
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    if not todo:
+        return
+    symbols = ir.SymbolTable(module.operation)
+    for n, (op, plan) in enumerate(todo):
+        # a convolution accumulates over the window: its zero fill must stay
+        fill = None if plan.get("accumulates") else _zero_fill_before(op, plan["C"].value)
+        name = f"kiln_gemm_{n}"
+        while name in symbols:
+            name += "_"
+        lib = blas()
+        fn, et = lib.gemm(plan["kind"]), plan["kind"]
+        one_thread = thread_control() and plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
+        text = _call_text(plan, name, 0.0 if fill is not None else 1.0, one_thread)
+        text += f"\nfunc.func private @{fn}({_signature(et, lib.int_type)})"
+        if one_thread:
+            text += f"\nfunc.func private @{_SET_THREADS}(i32) -> i32"
+        helper = ir.Module.parse(text)
+        for f in list(helper.body.operations):
+            sym = ir.StringAttr(f.operation.attributes["sym_name"]).value
+            if sym not in symbols:
+                module.body.append(f.operation)
+                symbols.insert(f.operation)
+        with ir.InsertionPoint(op), op.location:
+            ir.Operation.create("func.call", operands=list(op.operands),
+                                attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        op.erase()
+        if fill is not None:
+            fill.erase()

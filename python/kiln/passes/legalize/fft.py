@@ -1,0 +1,197 @@
+"""`stablehlo.fft` as StableHLO matrix products (registered by numerics.py).
+
+Complex values travel as (real, imaginary) pairs of real tensors so every product is a real
+`dot_general` that upstream lowers to `linalg`. A 1-D transform of length n along one axis is:
+
+* n <= 64, or a prime n <= 128: one DFT matrix product, W[j, k] = exp(s*2*pi*i*j*k/n), the
+  angle taken from (j*k mod n) so twiddles are exact to the last bit in float64;
+* composite n: the four-step Cooley-Tukey split n = n1*n2 (n1 the divisor nearest sqrt(n)):
+  n1-point DFTs, twiddle by exp(s*2*pi*i*j2*k1/n), n2-point DFTs, recursively;
+* other primes: Bluestein's chirp-z, a cyclic convolution of power-of-two length M >= 2n-1
+  done by two transforms of length M (the chirp's spectrum is a compile-time constant).
+
+Multi-dimensional transforms apply the 1-D one per axis; IFFT scales by 1/n per axis. RFFT
+is the complex FFT of the real input along the last axis, cut to n//2+1 bins, then complex
+FFTs along the other axes (numpy's rfftn). IRFFT inverts the other axes first, then rebuilds
+the Hermitian spectrum X[n-k] = conj(X[k]) along the last axis and keeps the real part of its
+inverse, which ignores the imaginary parts of the DC and Nyquist bins as XLA and numpy do.
+"""
+from __future__ import annotations
+
+import numpy as np
+from torch_mlir import ir
+
+from ...errors import KilnError
+from ...pipeline import PyPass, Step
+from ..ir_util import walk
+from .numerics import HloText, V, replace_with_helper, static_shape
+
+DIRECT_MAX = 64
+DIRECT_PRIME_MAX = 128
+
+
+def _divisor_near_sqrt(n: int) -> int:
+    best = 1
+    for d in range(2, int(np.sqrt(n)) + 1):
+        if n % d == 0:
+            best = d
+    return best
+
+
+def _twiddles(rows: int, cols: int, n: int, sign: int) -> np.ndarray:
+    """exp(sign*2*pi*i*j*k/n) for j < rows, k < cols, reduced mod n before the angle."""
+    jk = (np.arange(rows, dtype=np.int64)[:, None] * np.arange(cols, dtype=np.int64)[None, :]) % n
+    return np.exp(sign * 2j * np.pi * jk / n)
+
+
+class _Fft:
+    """Transforms on Z, a real tensor holding a complex one with an extra "part" axis of
+    size 2 (real, imaginary) placed just before the axis being transformed, so a DFT is
+    one real product: [re | im] @ [[Wr, Wi], [-Wi, Wr]]."""
+
+    def __init__(self, h: HloText, real: str):
+        self.h, self.real = h, real
+
+    def cmul_const(self, z: V, w: np.ndarray, part: int, dims: list[int]) -> V:
+        """z * w for a complex constant w whose axes are z's axes `dims` (around `part`):
+        re' = re*wr - im*wi, im' = im*wr + re*wi, i.e. z*[wr, wr] + swap(z)*[-wi, wi]."""
+        h = self.h
+        ins = sum(1 for d in dims if d < part)
+        direct = np.stack([w.real, w.real], axis=ins)
+        crossed = np.stack([-w.imag, w.imag], axis=ins)
+        bdims = sorted(dims + [part])
+        a = h.broadcast(h.constant(direct, self.real), z.shape, bdims)
+        b = h.broadcast(h.constant(crossed, self.real), z.shape, bdims)
+        return h.add(h.mul(z, a), h.mul(h.reverse(z, [part]), b))
+
+    def scale(self, z: V, factor: float) -> V:
+        return self.h.mul(z, self.h.splat(factor, z.shape, self.real))
+
+    # 1-D transforms along the last axis of z (..., 2, n); unnormalized, sign s in the exponent.
+    def dft_last(self, z: V, sign: int) -> V:
+        n = z.shape[-1]
+        if n == 1:
+            return z
+        if n <= DIRECT_MAX or (n <= DIRECT_PRIME_MAX and _divisor_near_sqrt(n) == 1):
+            return self.direct(z, sign)
+        n1 = _divisor_near_sqrt(n)
+        if n1 > 1:
+            return self.four_step(z, n1, n // n1, sign)
+        return self.bluestein(z, sign)
+
+    def direct(self, z: V, sign: int) -> V:
+        h = self.h
+        n = z.shape[-1]
+        w = _twiddles(n, n, n, sign)
+        block = np.block([[w.real, w.imag], [-w.imag, w.real]])
+        rows = int(np.prod(z.shape[:-2]))
+        out = h.dot(h.reshape(z, (rows, 2 * n)), h.constant(block, self.real))
+        return h.reshape(out, z.shape)
+
+    def four_step(self, z: V, n1: int, n2: int, sign: int) -> V:
+        h = self.h
+        batch = list(z.shape[:-2])
+        b = len(batch)
+        # x[j1*n2 + j2]: (..., 2, j1, j2) -> (..., j2, 2, j1); n1-point DFTs give (..., j2, 2, k1).
+        z = h.reshape(z, batch + [2, n1, n2])
+        z = h.transpose(z, list(range(b)) + [b + 2, b, b + 1])
+        z = self.dft_last(z, sign)
+        z = self.cmul_const(z, _twiddles(n2, n1, n1 * n2, sign), b + 1, [b, b + 2])
+        # (..., k1, 2, j2); n2-point DFTs give (..., k1, 2, k2); X[k1 + n1*k2] = (..., 2, k2, k1).
+        z = h.transpose(z, list(range(b)) + [b + 2, b + 1, b])
+        z = self.dft_last(z, sign)
+        z = h.transpose(z, list(range(b)) + [b + 1, b + 2, b])
+        return h.reshape(z, batch + [2, n1 * n2])
+
+    def bluestein(self, z: V, sign: int) -> V:
+        h = self.h
+        n = z.shape[-1]
+        r = len(z.shape)
+        m = 1 << (2 * n - 2).bit_length()
+        j = np.arange(n, dtype=np.int64)
+        chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)
+        # X[k] = c[k] * sum_j (x[j] c[j]) conj(c[k-j]): a cyclic convolution of length m.
+        b = np.zeros(m, np.complex128)
+        b[:n] = np.conj(chirp)
+        b[m - n + 1:] = np.conj(chirp[1:])[::-1]
+        spectrum = np.fft.fft(b) / m  # the inverse transform's 1/m folded in
+        a = self.cmul_const(z, chirp, r - 2, [r - 1])
+        a = h.pad(a, h.splat(0.0, (), self.real), [0] * r, [0] * (r - 1) + [m - n])
+        a = self.dft_last(a, -1)
+        a = self.cmul_const(a, spectrum, r - 2, [r - 1])
+        a = self.dft_last(a, +1)
+        a = h.slice(a, [0] * r, list(z.shape))
+        return self.cmul_const(a, chirp, r - 2, [r - 1])
+
+    def dft_axis(self, z: V, axis: int, sign: int, inverse_scale: bool) -> V:
+        """Transform axis `axis` of the complex tensor z (part axis first: (2, *shape))."""
+        r = len(z.shape)
+        perm = [d for d in range(1, r) if d != axis + 1] + [0, axis + 1]
+        back = list(np.argsort(perm))
+        t = self.dft_last(self.h.transpose(z, perm), sign)
+        if inverse_scale:
+            t = self.scale(t, 1.0 / z.shape[axis + 1])
+        return self.h.transpose(t, back)
+
+
+def _lower_fft(op: ir.Operation) -> None:
+    kind = str(op.attributes["fft_type"]).split()[-1].rstrip(">")
+    lengths = list(ir.DenseI64ArrayAttr(op.attributes["fft_length"]))
+    in_shape = static_shape(op.operands[0], op)
+    out_shape = static_shape(op.results[0], op)
+    in_elem = str(ir.RankedTensorType(op.operands[0].type).element_type)
+    out_elem = str(ir.RankedTensorType(op.results[0].type).element_type)
+    real = out_elem if kind == "IRFFT" else (in_elem if kind == "RFFT" else in_elem[8:-1])
+    if real not in ("f32", "f64"):
+        raise KilnError(f"stablehlo.fft on {in_elem} is not supported", location=str(op.location),
+                        hint="FFT operands are f32/f64 or complex<f32>/complex<f64>")
+    h = HloText()
+    x = h.arg(in_shape, in_elem)
+    r, k = len(in_shape), len(lengths)
+    axes = list(range(r - k, r))
+    f = _Fft(h, real)
+
+    def stack(re: V, im: V) -> V:  # (2, *shape): the part axis first
+        return h.concatenate([h.reshape(p, (1,) + p.shape) for p in (re, im)], 0)
+
+    def part(z: V, i: int) -> V:
+        return h.reshape(h.slice(z, [i] + [0] * (len(z.shape) - 1), [i + 1] + list(z.shape[1:])),
+                         z.shape[1:])
+
+    if 0 in in_shape or 0 in out_shape:
+        zero = h.splat(0, out_shape, real)
+        out = zero if kind == "IRFFT" else h.complex(zero, zero)
+    elif kind in ("FFT", "IFFT"):
+        z = stack(h.real(x), h.imag(x))
+        for axis in axes:
+            z = f.dft_axis(z, axis, -1 if kind == "FFT" else 1, kind == "IFFT")
+        out = h.complex(part(z, 0), part(z, 1))
+    elif kind == "RFFT":
+        z = f.dft_axis(stack(x, h.splat(0.0, in_shape, real)), r - 1, -1, False)
+        z = h.slice(z, [0] * (r + 1), [2] + list(out_shape))
+        for axis in axes[:-1]:
+            z = f.dft_axis(z, axis, -1, False)
+        out = h.complex(part(z, 0), part(z, 1))
+    elif kind == "IRFFT":
+        z = stack(h.real(x), h.imag(x))
+        for axis in axes[:-1]:
+            z = f.dft_axis(z, axis, 1, True)
+        n, m = lengths[-1], in_shape[-1]
+        if n > m:  # X[n-k] = conj(X[k]) for k in [1, n-m]
+            tail = h.reverse(h.slice(z, [0] * r + [1], [2] + list(in_shape[:-1]) + [n - m + 1]), [r])
+            conj = h.broadcast(h.constant(np.array([1.0, -1.0]), real), tail.shape, [0])
+            z = h.concatenate([z, h.mul(tail, conj)], r)
+        out = part(f.dft_axis(z, r - 1, 1, True), 0)
+    else:
+        raise KilnError(f"unknown fft_type {kind}", location=str(op.location),
+                        hint="fft_type is one of FFT, IFFT, RFFT, IRFFT")
+    replace_with_helper(op, h.text("kiln_fft", [out], str(op.location)), [op.operands[0]])
+
+
+def lower_fft(module: ir.Module) -> None:
+    for op in [op for op in walk(module.operation) if op.name == "stablehlo.fft"]:
+        _lower_fft(op)
+
+
+before: list[Step] = [PyPass("lower-fft", lower_fft)]
+after: list[Step] = []

@@ -1,0 +1,89 @@
+"""`stablehlo.rng` on floats, UNIFORM and NORMAL (registered by control_flow.py, before the
+upstream pass; upstream lowers integer UNIFORM and `rng_bit_generator`).
+
+The spec leaves the generator implementation-defined, but upstream's float UNIFORM is one linear
+congruential step of the element index (consecutive values differ by a constant, and it has no
+NORMAL). Kiln instead hashes the element index with a 32-bit integer finalizer
+(x ^= x >> 16; x *= 0x7feb352d; x ^= x >> 15; x *= 0x846ca68b; x ^= x >> 16, a bijection
+with good avalanche), keeps the top 24 bits as u = bits * 2^-24, uniform in [0, 1):
+
+* UNIFORM(a, b) = a + (b - a) * u, in [a, b) (computed in f32, or f64 for f64);
+* NORMAL(mu, sigma) = mu + sigma * sqrt(-2 log(1 - u1)) * cos(2 pi u2) (Box-Muller), u1 and u2
+  hashed from indices 2i and 2i+1; 1 - u1 is in (0, 1], so the log is finite.
+
+The sequence is the same on every call (`stablehlo.rng` has no state operand).
+
+`rng_bit_generator` (THREE_FRY, PHILOX) is upstream's and matches XLA/jax bit for bit
+(tests/py/test_rng.py) except PHILOX when the 64-bit counter wraps within one call (XLA carries
+into a 128-bit counter).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from torch_mlir import ir
+
+from ...errors import KilnError
+from ...pipeline import PyPass, Step
+from ..ir_util import walk
+from .numerics import HloText, replace_with_helper, static_shape
+
+
+def _uniform01(h: HloText, shape, stride: int, offset: int, compute: str):
+    """u in [0, 1) for each element, from the hash of index*stride + offset."""
+    n = int(np.prod(shape)) if len(shape) else 1
+    index = h.reshape(h.iota((n,), 0, "ui32"), tuple(shape))
+    x = h.add(h.mul(index, h.splat(stride, shape, "ui32")), h.splat(offset, shape, "ui32"))
+
+    def shr_xor(v, k):
+        return h.binary("xor", v, h.binary("shift_right_logical", v, h.splat(k, shape, "ui32")))
+
+    x = shr_xor(x, 16)
+    x = h.mul(x, h.splat(0x7FEB352D, shape, "ui32"))
+    x = shr_xor(x, 15)
+    x = h.mul(x, h.splat(0x846CA68B, shape, "ui32"))
+    x = shr_xor(x, 16)
+    top = h.binary("shift_right_logical", x, h.splat(8, shape, "ui32"))
+    return h.mul(h.convert(top, compute), h.splat(2.0 ** -24, shape, compute))
+
+
+def _lower_rng(op: ir.Operation, normal: bool) -> None:
+    shape = static_shape(op.results[0], op)
+    etype = str(ir.RankedTensorType(op.results[0].type).element_type)
+    compute = "f64" if etype == "f64" else "f32"
+    h = HloText()
+    a, b = h.arg((), etype), h.arg((), etype)
+    h.arg(static_shape(op.operands[2], op), str(ir.RankedTensorType(op.operands[2].type).element_type))
+    a = h.broadcast(h.convert(a, compute), shape, [])
+    b = h.broadcast(h.convert(b, compute), shape, [])
+    if normal:
+        u1 = _uniform01(h, shape, 2, 0, compute)
+        u2 = _uniform01(h, shape, 2, 1, compute)
+        one = h.splat(1.0, shape, compute)
+        radius = h.unary("sqrt", h.mul(h.splat(-2.0, shape, compute), h.unary("log", h.sub(one, u1))))
+        z = h.mul(radius, h.unary("cosine", h.mul(h.splat(2.0 * math.pi, shape, compute), u2)))
+        out = h.add(a, h.mul(b, z))
+    else:
+        out = h.add(a, h.mul(h.sub(b, a), _uniform01(h, shape, 1, 0, compute)))
+    out = h.convert(out, etype)
+    replace_with_helper(op, h.text("kiln_rng", [out], str(op.location)), list(op.operands))
+
+
+def lower_rng(module: ir.Module) -> None:
+    for op in list(walk(module.operation)):
+        if op.name != "stablehlo.rng":
+            continue
+        etype = ir.RankedTensorType(op.results[0].type).element_type
+        normal = "NORMAL" in str(op.attributes["rng_distribution"])
+        if not isinstance(etype, ir.FloatType):
+            if normal:
+                raise KilnError(f"stablehlo.rng NORMAL of {etype} is not supported",
+                                location=str(op.location), hint="NORMAL draws floating-point numbers")
+            continue  # integer UNIFORM: upstream
+        _lower_rng(op, normal)
+
+
+before: list[Step] = [PyPass("lower-rng-normal", lower_rng)]
+after: list[Step] = []

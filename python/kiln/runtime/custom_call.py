@@ -1,0 +1,359 @@
+"""Custom-call targets: the registry, the call sites compiled code dispatches through, and the
+Python-callable ABI.
+
+A target is registered under a name and a platform ("cpu", also spelled "Host"; or "CUDA").
+It is either
+
+* a C function (a ctypes function pointer, an address, or a function a shared library
+  registered with XLA_REGISTER_CUSTOM_CALL_TARGET): called by the C dispatcher in
+  libkiln_runtime with XLA's calling convention for the call's api_version (see
+  kiln/custom_call.h), or
+* a Python callable `fn(results, operands, *, attributes, backend_config)`: `operands` and
+  `results` are lists of numpy arrays viewing the call's buffers (tuples flattened depth first;
+  operands read-only, results to fill in place); `attributes` is the `mhlo.backend_config`
+  dictionary (or a dictionary `backend_config`) as Python values; `backend_config` is the
+  string backend_config ("" when there is none). Raising fails the call: the exception
+  propagates out of the Executable call with its traceback. Returning a non-None value is an
+  error (results are written in place).
+
+At compile time each `stablehlo.custom_call` becomes a *call site* (a KilnCallSite in C
+holding the target, its ABI, its opaque string and its tuple structure); compiled code calls
+`kiln_custom_call(site, leaves)`. A failure longjmps back to KilnInvoke (`invoke_entry`), which
+reports it here as a CustomCallError, or re-raises the Python target's exception.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import CustomCallError, KilnError
+
+# XLA's CustomCallApiVersion values.
+API_ORIGINAL, API_STATUS_RETURNING, API_STATUS_RETURNING_UNIFIED, API_TYPED_FFI = 1, 2, 3, 4
+_API_NAMES = {1: "API_VERSION_ORIGINAL", 2: "API_VERSION_STATUS_RETURNING",
+              3: "API_VERSION_STATUS_RETURNING_UNIFIED", 4: "API_VERSION_TYPED_FFI"}
+
+ENV_LIBRARIES = "KILN_CUSTOM_CALL_LIBRARIES"
+_PLATFORMS = {"cpu": "cpu", "host": "cpu", "cuda": "CUDA", "gpu": "CUDA", "rocm": "ROCM"}
+
+
+def normalize_platform(platform: str) -> str:
+    try:
+        return _PLATFORMS[platform.lower()]
+    except (KeyError, AttributeError):
+        raise KilnError(f"unknown custom-call platform {platform!r}",
+                        hint="use 'cpu' (or 'Host') or 'CUDA'") from None
+
+
+# ---- the native runtime ---------------------------------------------------------------------
+
+_DISPATCHER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
+                                    ctypes.c_void_p)
+_lib_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+
+
+def runtime() -> ctypes.CDLL:
+    """libkiln_runtime, loaded once with RTLD_GLOBAL: users' custom-call libraries resolve
+    XlaCustomCallStatusSetFailure and the registration function against this same copy, and
+    the JIT (which dlopens the same file) shares its state."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lib_lock:
+        if _lib is None:
+            from ..native import runtime_library
+            lib = ctypes.CDLL(str(runtime_library()), mode=ctypes.RTLD_GLOBAL)
+            lib.KilnCallSiteCreate.restype = ctypes.c_void_p
+            lib.KilnCallSiteCreate.argtypes = [
+                ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, ctypes.c_char_p,
+                ctypes.c_size_t, ctypes.c_int32, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32]
+            lib.KilnStatusCreate.restype = ctypes.c_void_p
+            lib.KilnStatusFailed.argtypes = [ctypes.c_void_p]
+            lib.KilnStatusMessage.restype = ctypes.c_char_p
+            lib.KilnStatusMessage.argtypes = [ctypes.c_void_p]
+            lib.KilnStatusDestroy.argtypes = [ctypes.c_void_p]
+            lib.XlaCustomCallStatusSetSuccess.argtypes = [ctypes.c_void_p]
+            lib.XlaCustomCallStatusSetFailure.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                          ctypes.c_size_t]
+            lib.KilnInvoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            lib.KilnInvoke.restype = ctypes.c_int
+            lib.KilnCustomCallRegistrations.restype = ctypes.POINTER(_Registration)
+            lib.KilnSetPythonDispatcher.argtypes = [_DISPATCHER_TYPE]
+            lib.KilnSetPythonDispatcher(_python_dispatcher)
+            _lib = lib
+        return _lib
+
+
+class _Registration(ctypes.Structure):
+    pass
+
+
+_Registration._fields_ = [("name", ctypes.c_char_p), ("function", ctypes.c_void_p),
+                          ("platform", ctypes.c_char_p), ("next", ctypes.POINTER(_Registration))]
+
+
+# ---- the registry ---------------------------------------------------------------------------
+
+@dataclass
+class CustomCallTarget:
+    name: str
+    platform: str
+    address: int | None = None                # a C function
+    function: Callable | None = None          # a Python callable
+    api_version: int | None = None            # None: the call site's api_version decides
+    origin: str = "python"
+    keep_alive: Any = None
+
+    @property
+    def is_python(self) -> bool:
+        return self.function is not None
+
+
+class CustomCallRegistry:
+    """Targets by (platform, name). Kiln's compiler resolves `stablehlo.custom_call @name`
+    against the default registry (`REGISTRY`) when it lowers the call."""
+
+    def __init__(self):
+        self._targets: dict[tuple[str, str], CustomCallTarget] = {}
+        self._lock = threading.Lock()
+        self._seen_registrations: set[int] = set()
+        self._env_loaded = False
+
+    def register(self, name: str, target, platform: str = "cpu", api_version: int | None = None,
+                 origin: str = "python") -> CustomCallTarget:
+        if not isinstance(name, str) or not name:
+            raise KilnError("a custom-call target needs a non-empty string name")
+        platform = normalize_platform(platform)
+        if api_version is not None and api_version not in _API_NAMES:
+            raise KilnError(f"unknown api_version {api_version!r} for custom call {name!r}",
+                            hint="XLA's versions: " + ", ".join(f"{k} ({v})" for k, v in _API_NAMES.items()))
+        entry = CustomCallTarget(name, platform, api_version=api_version, origin=origin)
+        if isinstance(target, ctypes._CFuncPtr):
+            entry.address = ctypes.cast(target, ctypes.c_void_p).value
+            entry.keep_alive = target
+        elif isinstance(target, int) and not isinstance(target, bool):
+            entry.address = target
+        elif callable(target):
+            entry.function = target
+        else:
+            raise KilnError(f"custom-call target {name!r} must be a ctypes function pointer, an "
+                            f"address or a Python callable, got {type(target).__name__}")
+        if entry.address is not None and not entry.address:
+            raise KilnError(f"custom-call target {name!r} is a null function pointer")
+        with self._lock:
+            self._targets[(platform, name)] = entry
+        return entry
+
+    def load_environment(self) -> None:
+        """Load the libraries named in $KILN_CUSTOM_CALL_LIBRARIES (os.pathsep-separated) once,
+        so command-line tools (kiln, kiln-opt) can compile programs calling their targets."""
+        if self._env_loaded:
+            return
+        self._env_loaded = True
+        for path in filter(None, os.environ.get(ENV_LIBRARIES, "").split(os.pathsep)):
+            self.load_library(path)
+
+    def lookup(self, name: str, platform: str = "cpu") -> CustomCallTarget | None:
+        self.load_environment()
+        with self._lock:
+            return self._targets.get((normalize_platform(platform), name))
+
+    def names(self, platform: str | None = None) -> list[str]:
+        self.load_environment()
+        with self._lock:
+            keys = list(self._targets)
+        wanted = normalize_platform(platform) if platform else None
+        return sorted(n for p, n in keys if wanted is None or p == wanted)
+
+    def platforms_of(self, name: str) -> list[str]:
+        with self._lock:
+            return sorted(p for p, n in self._targets if n == name)
+
+    def unregister(self, name: str, platform: str = "cpu") -> None:
+        with self._lock:
+            self._targets.pop((normalize_platform(platform), name), None)
+
+    def load_library(self, path) -> list[str]:
+        """dlopen a shared library; its XLA_REGISTER_CUSTOM_CALL_TARGET constructors append to
+        libkiln_runtime's list, whose new entries are registered here. Returns their names."""
+        lib_runtime = runtime()
+        path = Path(path)
+        if not path.is_file():
+            raise KilnError(f"custom-call library {str(path)!r} does not exist")
+        try:
+            handle = ctypes.CDLL(str(path.resolve()), mode=ctypes.RTLD_GLOBAL)
+        except OSError as exc:
+            raise KilnError(f"cannot load custom-call library {str(path)!r}: {exc}",
+                            hint="build it with `gcc -shared -fPIC -I$(kiln --include-dir) ...`") from None
+        added = []
+        with self._lock:
+            node = lib_runtime.KilnCustomCallRegistrations()
+            fresh = []
+            while node:
+                address = ctypes.addressof(node.contents)
+                if address not in self._seen_registrations:
+                    self._seen_registrations.add(address)
+                    fresh.append(node.contents)
+                node = node.contents.next
+        for reg in reversed(fresh):  # the list is newest first; register in declaration order
+            name = reg.name.decode()
+            self.register(name, int(reg.function), reg.platform.decode(), origin=str(path))
+            self._targets[(normalize_platform(reg.platform.decode()), name)].keep_alive = handle
+            added.append(name)
+        return added
+
+
+REGISTRY = CustomCallRegistry()
+
+
+def register_custom_call(name: str, target, platform: str = "cpu", api_version: int | None = None):
+    """Register `target` as custom-call target `name` on `platform`.
+
+    `target` is a ctypes function pointer (or an integer address) following XLA's C calling
+    convention for the call's api_version (1, 2 or 3 on the CPU), or a Python callable
+    `fn(results, operands, *, attributes, backend_config)` (any api_version; with 4, XLA's
+    typed FFI, `attributes` carries the `mhlo.backend_config` dictionary). With `api_version`
+    given, calls with another api_version are rejected at compile time. Registering a name
+    again replaces it for programs compiled afterwards."""
+    REGISTRY.register(name, target, platform, api_version)
+
+
+def register_custom_call_library(path) -> list[str]:
+    """Load a shared library and register the targets its XLA_REGISTER_CUSTOM_CALL_TARGET
+    macros declare; returns their names."""
+    return REGISTRY.load_library(path)
+
+
+# ---- call sites -----------------------------------------------------------------------------
+
+@dataclass
+class Leaf:
+    """One buffer the target sees: its physical (memory-order) shape, its dtype, and the
+    permutation giving the logical view (`physical.transpose(view_perm)`)."""
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    view_perm: tuple[int, ...] | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass
+class CallSite:
+    id: int
+    target: CustomCallTarget
+    api_version: int
+    backend_config: str
+    attributes: dict
+    operands: list[Leaf]
+    results: list[Leaf]
+    address: int = 0
+    aliases: dict[int, int] = field(default_factory=dict)  # result leaf -> operand leaf
+
+
+_site_ids = itertools.count(1)
+# Call sites live as long as the process: compiled code refers to them by address.
+_SITES: dict[int, CallSite] = {}
+
+
+def make_site(target: CustomCallTarget, api_version: int, backend_config: str, attributes: dict,
+              operands: list[Leaf], results: list[Leaf], num_operands: int, tree: list[int]) -> CallSite:
+    """Create the C call site compiled code passes to kiln_custom_call."""
+    lib = runtime()
+    site = CallSite(next(_site_ids), target, api_version, backend_config, attributes, operands, results)
+    opaque = backend_config.encode()
+    tree_array = (ctypes.c_int32 * max(len(tree), 1))(*tree)
+    address = lib.KilnCallSiteCreate(site.id, target.address or 0, api_version,
+                                     1 if target.is_python else 0, opaque, len(opaque),
+                                     num_operands, tree_array, len(tree))
+    if not address:
+        raise KilnError("out of memory creating a custom-call site")
+    site.address = address
+    _SITES[site.id] = site
+    return site
+
+
+# ---- running Python targets -----------------------------------------------------------------
+
+_pending = threading.local()
+
+
+def _view(address: int, leaf: Leaf, writeable: bool) -> np.ndarray:
+    if leaf.nbytes == 0 or not address:
+        array = np.zeros(leaf.shape, leaf.dtype)
+    else:
+        raw = (ctypes.c_char * leaf.nbytes).from_address(address)
+        array = np.frombuffer(raw, leaf.dtype).reshape(leaf.shape)
+    if leaf.view_perm is not None:
+        array = array.transpose(leaf.view_perm)
+    if not writeable:
+        array.flags.writeable = False
+    return array
+
+
+def _run_python(site_id: int, leaves, status) -> None:
+    # Nothing may escape a ctypes callback (it would be printed and ignored): every failure
+    # becomes the call's status, and the exception is re-raised by invoke_entry.
+    try:
+        site = _SITES[site_id]
+        n = len(site.operands)
+        aliased = set(site.aliases.values())
+        operands = [_view(leaves[i] or 0, leaf, i in aliased) for i, leaf in enumerate(site.operands)]
+        results = [_view(leaves[n + i] or 0, leaf, True) for i, leaf in enumerate(site.results)]
+        returned = site.target.function(results, operands, attributes=dict(site.attributes),
+                                        backend_config=site.backend_config)
+        if returned is not None:
+            raise CustomCallError(
+                f"Python custom-call target {site.target.name!r} returned a value",
+                hint="fill the `results` arrays in place (results[i][...] = value) and return None")
+    except BaseException as exc:  # noqa: BLE001 - re-raised by invoke_entry
+        _pending.exception = exc
+        message = f"{type(exc).__name__}: {exc}".encode(errors="replace")
+        runtime().XlaCustomCallStatusSetFailure(status, message, len(message))
+
+
+_python_dispatcher = _DISPATCHER_TYPE(_run_python)
+
+
+def _thread_status(lib: ctypes.CDLL) -> int:
+    """This thread's status for KilnInvoke (one per thread, reset after each failure)."""
+    status = getattr(_pending, "status", None)
+    if status is None:
+        status = _pending.status = _ThreadStatus(lib)
+    return status.address
+
+
+class _ThreadStatus:
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib, self.address = lib, lib.KilnStatusCreate()
+
+    def __del__(self):  # when the thread ends
+        try:
+            self.lib.KilnStatusDestroy(self.address)
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def invoke_entry(address: int, packed) -> None:
+    """Call a compiled `_mlir_ciface_` entry through KilnInvoke; raise if a custom call failed."""
+    lib = runtime()
+    status = _thread_status(lib)
+    _pending.exception = None
+    if lib.KilnInvoke(address, packed, status):
+        exc = getattr(_pending, "exception", None)
+        _pending.exception = None
+        message = lib.KilnStatusMessage(status).decode(errors="replace")
+        lib.XlaCustomCallStatusSetSuccess(status)
+        if exc is not None:
+            raise exc
+        raise CustomCallError(message, hint="a custom-call target reported failure; the "
+                                            "computation was stopped and its outputs discarded")

@@ -1,0 +1,83 @@
+"""`kiln bench`'s harness on a tiny workload: measurement, output checking, classification
+of peers that are missing, decline the program, or disagree, and the table/JSON. (The real
+benchmark runs on demand only; nothing here depends on timings.)"""
+import json
+
+import numpy as np
+
+from kiln.bench import runner
+from kiln.bench.peers import KilnPeer, Peer, XlaPeer
+from kiln.bench.workloads import WORKLOADS, Workload
+from kiln.cli.main import main
+from kiln.errors import KilnError
+
+
+def tiny():
+    def make():
+        import jax.numpy as jnp
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((64, 64)).astype(np.float32)
+        return (lambda a, b: jnp.tanh(a @ b).sum(0)), (a, a.T.copy())
+    return Workload("tiny", make, flops=2 * 64 ** 3, tol=(1e-4, 1e-4), note="test")
+
+
+class Missing(Peer):
+    name = "gone"
+    missing = "not installed (test)"
+
+
+class Declines(Peer):
+    name = "declines"
+
+    def compile(self, workload):
+        raise KilnError("cannot lower 'stablehlo.sort' here yet", hint="test")
+
+
+class Wrong(Peer):
+    name = "wrong"
+
+    def compile(self, workload):
+        _, args, _ = workload.build()
+        return lambda: (np.zeros(64, np.float32),)
+
+
+def test_measures_checks_and_tabulates(tmp_path):
+    peers = [KilnPeer(), XlaPeer(), Missing(), Declines(), Wrong()]
+    row = runner.measure(tiny(), peers, budget_s=0.05, min_rounds=3)
+    kiln_m, xla_m = row.results["kiln"], row.results["xla"]
+    assert kiln_m.status == "ok" and xla_m.status == "ok"
+    assert len(kiln_m.samples) >= 3 and kiln_m.median_s > 0 and kiln_m.compile_s > 0
+    assert kiln_m.max_err is not None and kiln_m.max_err <= 1.0       # checked against XLA
+    assert kiln_m.temp_mb is not None and kiln_m.temp_mb >= 0
+    assert row.results["gone"].status == "missing"
+    assert row.results["declines"].status == "unsupported" and "sort" in row.results["declines"].reason
+    assert row.results["wrong"].status == "mismatch"
+    assert row.ratio("xla") == xla_m.median_s / kiln_m.median_s
+    text = runner.table([row], [p.name for p in peers])
+    assert "tiny" in text and "geomean" in text and "not installed (test)" in text
+    data = runner.to_json([row], [p.name for p in peers], {"cpu": "test"})
+    json.dumps(data)
+    assert data["geomean"]["xla"] == row.ratio("xla")
+
+
+def test_kiln_declining_is_unsupported_not_faked():
+    class KilnDeclines(Declines):
+        name = "kiln"
+    row = runner.measure(tiny(), [KilnDeclines(), XlaPeer()], budget_s=0.02, min_rounds=1)
+    assert row.results["kiln"].status == "unsupported"
+    assert row.results["kiln"].median_s is None and row.ratio("xla") is None
+
+
+def test_compare_tolerance_and_nan():
+    ok, worst, _ = runner.compare([np.array([1.0, np.nan])], [np.array([1.0 + 1e-6, np.nan])], (1e-5, 0))
+    assert ok and worst < 1
+    ok, _, why = runner.compare([np.array([1.0, 2.0])], [np.array([1.0, 2.1])], (1e-3, 1e-3))
+    assert not ok and "tolerance" in why
+
+
+def test_cli_lists_every_workload(capsys):
+    assert main(["bench", "--list"]) == 0
+    out = capsys.readouterr().out
+    for w in WORKLOADS:
+        assert w.name in out
+    assert main(["bench", "no_such_workload"]) == 1

@@ -1,0 +1,74 @@
+"""f32 exp/tanh approximations and reassociated reductions (kiln.passes.codegen.fastmath):
+accuracy in ulps over the whole range, IEEE special cases, and the IR they produce."""
+import numpy as np
+import pytest
+
+import kiln
+from conftest import unary
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -1e-30, 1e-5, -3e-4, 88.72,
+                     88.73, -87.3, -103.9, -104.5, -200.0, 7.9, 8.5, 9.0, 9.5, -20.0,
+                     np.finfo(np.float32).max, -np.finfo(np.float32).max], np.float32)
+
+
+def ulps(got, want64):
+    want32 = want64.astype(np.float32)
+    spacing = np.spacing(np.abs(want32)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want64) / spacing
+
+
+@pytest.mark.parametrize("op,ref,max_ulp", [("stablehlo.exponential", np.exp, 2),
+                                            ("stablehlo.tanh", np.tanh, 2)])
+def test_accuracy_over_range(op, ref, max_ulp):
+    x = np.linspace(-110, 95, 400_001, dtype=np.float32)
+    exe = kiln.compile(unary(op, f"tensor<{x.size}xf32>"))
+    lowered = exe.ir("lower")
+    assert "expf" not in lowered and "tanhf" not in lowered   # no libm call left
+    (got,) = exe(x)
+    with np.errstate(over="ignore", under="ignore"):
+        want = ref(x.astype(np.float64))
+        normal = np.isfinite(want.astype(np.float32)) & (np.abs(want) >= np.finfo(np.float32).tiny)
+        assert ulps(got[normal], want[normal]).max() <= max_ulp
+        # subnormal results: within one subnormal step
+        sub = ~normal & np.isfinite(want.astype(np.float32))
+        assert np.all(np.abs(got[sub] - want[sub]) <= np.finfo(np.float32).smallest_subnormal)
+
+
+@pytest.mark.parametrize("op,ref", [("stablehlo.exponential", np.exp), ("stablehlo.tanh", np.tanh)])
+def test_special_values(op, ref):
+    (got,) = kiln.compile(unary(op, f"tensor<{SPECIALS.size}xf32>"))(SPECIALS)
+    with np.errstate(over="ignore", under="ignore"):
+        want = ref(SPECIALS.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    exact = ~np.isfinite(want) | (want == 0) | (np.abs(want) == 1) | (np.abs(SPECIALS) < 1e-3)
+    np.testing.assert_array_equal(got[exact], want[exact])          # inf, 0, +-1, tiny x
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))  # -0.0
+    np.testing.assert_allclose(got, want, rtol=6e-7)
+
+
+def test_f64_and_f16_keep_libm_precision():
+    x = np.linspace(-30, 30, 1001)
+    (got,) = kiln.compile(unary("stablehlo.exponential", "tensor<1001xf64>"))(x)
+    np.testing.assert_allclose(got, np.exp(x), rtol=1e-15)
+
+
+def test_reductions_reassociate_and_stay_accurate(rng):
+    src = """
+func.func @main(%x: tensor<1000x4096xf32>) -> (tensor<1000xf32>, tensor<f32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %m = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %0 = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [1] : (tensor<1000x4096xf32>, tensor<f32>) -> tensor<1000xf32>
+  %1 = stablehlo.reduce(%x init: %m) applies stablehlo.maximum across dimensions = [0, 1] : (tensor<1000x4096xf32>, tensor<f32>) -> tensor<f32>
+  return %0, %1 : tensor<1000xf32>, tensor<f32>
+}"""
+    exe = kiln.compile(src)
+    assert "fastmath<reassoc>" in exe.ir("codegen")
+    x = rng.standard_normal((1000, 4096)).astype(np.float32)
+    x[17, 5] = np.nan
+    s, m = exe(x)
+    want = x.astype(np.float64).sum(1)
+    assert np.isnan(s[17]) and np.isnan(m)
+    ok = np.arange(1000) != 17
+    np.testing.assert_allclose(s[ok], want[ok], rtol=1e-4, atol=1e-3)
+    x[17, 5] = 0.0
+    assert exe(x)[1] == x.max()

@@ -1,0 +1,50 @@
+"""The interpret suite's check dialect syntax, rewritten to generic checks at import."""
+from __future__ import annotations
+
+import pytest
+
+import kiln
+from kiln.conformance import run_file
+from kiln.frontend.check_syntax import rewrite
+
+from conftest import INTERPRET
+
+
+def test_rewrite_keeps_line_numbers():
+    text = ("func.func @f() {\n  %r = stablehlo.constant dense<[1, 2]> : tensor<2xi32>\n"
+            "  check.expect_eq_const %r,\n      dense<[1, 2]> : tensor<2xi32>\n  func.return\n}\n")
+    out = rewrite(text, "t.mlir")
+    assert out.count("\n") == text.count("\n")
+    assert out.splitlines()[4] == "  func.return"
+    assert '"check.expect_eq"(%r, %kiln_expected_' in out
+
+
+def test_rewrite_close_and_tolerance():
+    out = rewrite("  check.expect_close %a, %b, max_ulp_difference = 3 : tensor<f16>, tensor<f16>\n"
+                  "  check.expect_almost_eq_const %c, dense<5.1> : tensor<f64> {tolerance = 0.1 : f64}\n",
+                  "t.mlir")
+    assert '"check.expect_close"(%a, %b) {max_ulp_difference = 3 : i64} : (tensor<f16>, tensor<f16>) -> ()' in out
+    assert "{tolerance = 0.1 : f64}" in out and "stablehlo.constant dense<5.1> : tensor<f64>" in out
+
+
+def test_failing_check_is_reported():
+    src = ("func.func @main() {\n  %r = stablehlo.constant dense<[1, 2]> : tensor<2xi32>\n"
+           "  check.expect_eq_const %r, dense<[1, 3]> : tensor<2xi32>\n  func.return\n}\n")
+    _, outcomes = kiln.compile(src, filename="f.mlir").run_checks()
+    assert len(outcomes) == 1 and not outcomes[0].passed and outcomes[0].loc == "f.mlir:3:3"
+
+
+def test_serialized_eq_is_a_clear_error():
+    src = ("func.func @main() {\n  %r = stablehlo.constant dense<1> : tensor<i32>\n"
+           '  check.expect_serialized_eq %r, probe_id = "x" : tensor<i32>\n  func.return\n}\n')
+    with pytest.raises(kiln.KilnError, match="interpreter.probe"):
+        kiln.compile(src, filename="p.mlir")
+
+
+@pytest.mark.parametrize("name", ["check.mlir", "atan2.mlir", "mulhi.mlir"])
+def test_interpret_files_pass(name):
+    path = INTERPRET / name
+    assert path.exists(), path
+    result = run_file(str(path))
+    assert result.passed, result.detail
+    assert len(result.cases) > 1

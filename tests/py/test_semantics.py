@@ -187,3 +187,16 @@ def test_log1p_expm1_are_accurate_for_small_arguments(op, f, dtype, elem):
     want = f(x.astype(np.float64)).astype(dtype)
     from kiln.runtime.checks import ulp_distance
     assert ulp_distance(got, want).max() <= 1, (got, want)
+
+
+def test_half_precision_dot_accumulates_in_f32():
+    import kiln
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 3)).astype(np.float16)
+    (got,) = kiln.compile("""func.func @main(%a: tensor<4x512xf16>, %b: tensor<512x3xf16>) -> tensor<4x3xf16> {
+      %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<4x512xf16>, tensor<512x3xf16>) -> tensor<4x3xf16>
+      return %0 : tensor<4x3xf16>
+    }""")(a, b)
+    # XLA's result: f32 accumulation, one rounding at the end.
+    np.testing.assert_array_equal(got, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16))

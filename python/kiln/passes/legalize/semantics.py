@@ -177,6 +177,24 @@ def _lower_complex_log1p(op: ir.Operation) -> None:
     op.erase()
 
 
+_HALF_FLOATS = ("f16", "bf16")
+
+
+def _widen_half_dot(op: ir.Operation) -> None:
+    """XLA:CPU multiplies f16/bf16 matrices with f32 accumulation and rounds once at the end;
+    accumulating in the narrow type loses several bits on long contractions."""
+    f32 = ir.F32Type.get()
+    with ir.InsertionPoint(op), op.location:
+        operands = [_create("stablehlo.convert", _tensor_like(v, f32), [v])
+                    if str(_element(v)) in _HALF_FLOATS else v for v in op.operands]
+        attrs = {named.name: named.attr for named in (op.attributes[i] for i in range(len(op.attributes)))}
+        wide = ir.Operation.create(op.name, results=[_tensor_like(op.results[0], f32)],
+                                   operands=operands, attributes=attrs).result
+        narrow = _create("stablehlo.convert", op.results[0].type, [wide])
+    op.results[0].replace_all_uses_with(narrow)
+    op.erase()
+
+
 def _needs_int_saturation(op: ir.Operation) -> bool:
     src, dst = _element(op.operands[0]), _element(op.results[0])
     if isinstance(src, ir.ComplexType):
@@ -197,6 +215,9 @@ def fix_semantics(module: ir.Module) -> None:
             _lower_complex_cbrt(op)
         elif op.name == "stablehlo.log_plus_one" and isinstance(_element(op.results[0]), ir.ComplexType):
             _lower_complex_log1p(op)
+        elif op.name in ("stablehlo.dot_general", "stablehlo.convolution") and \
+                str(_element(op.results[0])) in _HALF_FLOATS:
+            _widen_half_dot(op)
 
 
 _LIBM = {"math.log1p": "log1p", "math.expm1": "expm1"}

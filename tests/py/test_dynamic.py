@@ -170,3 +170,21 @@ def test_dimension_argument_that_disagrees_with_the_shapes_is_an_error():
     np.testing.assert_array_equal(exe(np.int64(3), x)[0], -x)
     with pytest.raises(kiln.KilnError, match=r"argument 0 of @main is 5, but as a dimension argument"):
         exe(np.int64(5), x)
+
+
+def test_real_dynamic_slice_with_offset_limits_becomes_static():
+    # What jax emits for lax.dynamic_slice(x, (i, j), (b, 2)) with a symbolic b: the limits
+    # are start + sizes, so the result shape is static once b is known.
+    exe = kiln.compile("""func.func @main(%b: tensor<i64>, %x: tensor<?x4xf32>, %s: tensor<2xi32>) -> tensor<?x2xf32> {
+      %bi = stablehlo.convert %b : (tensor<i64>) -> tensor<i32>
+      %b1 = stablehlo.reshape %bi : (tensor<i32>) -> tensor<1xi32>
+      %two = stablehlo.constant dense<2> : tensor<1xi32>
+      %sizes = stablehlo.concatenate %b1, %two, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+      %limit = stablehlo.add %s, %sizes : tensor<2xi32>
+      %one = stablehlo.constant dense<1> : tensor<2xi32>
+      %0 = stablehlo.real_dynamic_slice %x, %s, %limit, %one : (tensor<?x4xf32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x2xf32>
+      return %0 : tensor<?x2xf32>
+    }""")
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)
+    (y,) = exe(np.int64(5), x, np.array([0, 1], np.int32))
+    np.testing.assert_array_equal(y, x[:, 1:3])

@@ -109,7 +109,9 @@ def _refine(module: ir.Module, entry_name: str, values: dict[int, int], types: s
     run_steps(module, ["inline", *_REFINE], filename, "specialize")
     for _ in range(4):
         with module.context:
-            if not fold_shape_arithmetic(module):
+            folded = fold_shape_arithmetic(module)
+            run_steps(module, ["cse"], filename, "specialize")  # equal start/limit terms
+            if not (rewrite_offset_slices(module) or folded):
                 break
         run_steps(module, _REFINE, filename, "specialize")
 
@@ -297,3 +299,67 @@ def fold_shape_arithmetic(module: ir.Module) -> bool:
             op.erase()
             changed = True
     return changed
+
+
+def _defining(value: ir.Value):
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def rewrite_offset_slices(module: ir.Module) -> bool:
+    """real_dynamic_slice(x, start, start + sizes, 1) with constant `sizes` (what JAX emits for
+    lax.dynamic_slice under shape polymorphism) is a dynamic_slice of static size: its result
+    shape no longer depends on data once the dimension variables are known. Returns whether
+    anything changed."""
+    changed = False
+    for func in module.body.operations:
+        for op in list(walk(func.operation)):
+            if op.name != "stablehlo.real_dynamic_slice":
+                continue
+            operand, start, limit, strides = op.operands
+            add = _defining(limit)
+            stride_values = _const_value(strides)
+            if add is None or add.name != "stablehlo.add" or stride_values is None \
+                    or not (stride_values == 1).all():
+                continue
+            lhs, rhs = add.operands
+            sizes = _const_value(rhs) if lhs == start else _const_value(lhs) if rhs == start else None
+            if sizes is None or (sizes < 0).any():
+                continue
+            operand_type = _ranked(operand.type)
+            index_type = ir.RankedTensorType(start.type)
+            with ir.InsertionPoint(op), op.location:
+                scalar = ir.RankedTensorType.get([], index_type.element_type)
+                one = ir.RankedTensorType.get([1], index_type.element_type)
+                starts = []
+                for d in range(len(sizes)):
+                    piece = ir.Operation.create(
+                        "stablehlo.slice", results=[one], operands=[start], attributes={
+                            "start_indices": ir.DenseI64ArrayAttr.get([d]),
+                            "limit_indices": ir.DenseI64ArrayAttr.get([d + 1]),
+                            "strides": ir.DenseI64ArrayAttr.get([1])}).result
+                    starts.append(ir.Operation.create("stablehlo.reshape", results=[scalar],
+                                                      operands=[piece]).result)
+                result_type = ir.RankedTensorType.get([int(n) for n in sizes],
+                                                      operand_type.element_type)
+                new = ir.Operation.create(
+                    "stablehlo.dynamic_slice", results=[result_type], operands=[operand, *starts],
+                    attributes={"slice_sizes": ir.DenseI64ArrayAttr.get([int(n) for n in sizes])})
+            # Users see the refined type directly; stablehlo-refine-shapes then updates them
+            # (and the function's result types) to match.
+            op.results[0].replace_all_uses_with(new.result)
+            op.erase()
+            changed = True
+            _retype_results(func.operation)
+    return changed
+
+
+def _retype_results(func: ir.Operation) -> None:
+    """Make a function's result types those its return now returns (refined, never wider)."""
+    if func.name != "func.func":
+        return
+    block = func.regions[0].blocks[0]
+    ret = block.operations[len(block.operations) - 1].operation
+    old = function_type(func)
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(old.inputs, [v.type for v in ret.operands]))

@@ -200,3 +200,51 @@ def test_half_precision_dot_accumulates_in_f32():
     }""")(a, b)
     # XLA's result: f32 accumulation, one rounding at the end.
     np.testing.assert_array_equal(got, (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16))
+
+
+def test_single_replica_ids_are_zero():
+    import kiln
+    exe = kiln.compile("""func.func @main() -> (tensor<ui32>, tensor<ui32>) {
+      %0 = stablehlo.replica_id : tensor<ui32>
+      %1 = stablehlo.partition_id : tensor<ui32>
+      return %0, %1 : tensor<ui32>, tensor<ui32>
+    }""")
+    assert [int(v) for v in exe()] == [0, 0]
+
+
+def test_multi_replica_program_is_a_clear_error():
+    import kiln
+    with pytest.raises(kiln.KilnError, match="run_parallel runs several replicas"):
+        kiln.compile("""func.func @r() -> tensor<ui32> {
+          %0 = stablehlo.replica_id : tensor<ui32>
+          return %0 : tensor<ui32>
+        }
+        func.func @main() -> (tensor<ui32>, tensor<ui32>) {
+          %r:2 = "interpreter.run_parallel"() {programs = [[@r], [@r]]} : () -> (tensor<ui32>, tensor<ui32>)
+          return %r#0, %r#1 : tensor<ui32>, tensor<ui32>
+        }""")
+
+
+def test_dot_algorithm_hint_is_met_at_full_precision():
+    import kiln
+    exe = kiln.compile("""func.func @main(%a: tensor<2x3xf32>, %b: tensor<3x2xf32>) -> tensor<2x2xf32> {
+      %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0],
+        algorithm = <lhs_precision_type = tf32, rhs_precision_type = tf32, accumulation_type = f32,
+                     lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1,
+                     allow_imprecise_accumulation = false> : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+      return %0 : tensor<2x2xf32>
+    }""")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(exe(a, b)[0], a @ b)
+
+
+def test_tuples_inside_a_function_fold_away():
+    import kiln
+    exe = kiln.compile("""func.func @main(%x: tensor<2xf64>) -> tensor<2xf64> {
+      %t = stablehlo.tuple %x, %x : tuple<tensor<2xf64>, tensor<2xf64>>
+      %0 = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2xf64>, tensor<2xf64>>) -> tensor<2xf64>
+      %1 = stablehlo.add %0, %x : tensor<2xf64>
+      return %1 : tensor<2xf64>
+    }""")
+    np.testing.assert_array_equal(exe(np.array([1.0, 2.0]))[0], [2.0, 4.0])

@@ -9,6 +9,8 @@ from torch_mlir import ir
 
 from ..pipeline import PyPass, Stage
 from ..passes.checks import outline_checks
+from ..passes.ir_util import functions
+from ..passes.tuples import fold_tuples
 from ..passes.entry import dedupe_results, make_entry_only_public
 from ..passes.verify import validate_module
 
@@ -26,6 +28,7 @@ def common_stages(entry: str | None) -> list[Stage]:
             PyPass("make-entry-only-public", lambda m: make_entry_only_public(m, entry)),
             "inline{default-pipeline=}",  # no canonicalization yet: it would drop unused check.eq calls
             PyPass("outline-checks", lambda m: outline_checks(m, entry)),
+            PyPass("fold-tuples", lambda m: [fold_tuples(f) for f in functions(m)]),
             "symbol-dce",
             "canonicalize",
             # dynamic_* ops whose shape operands are constants become their static forms.

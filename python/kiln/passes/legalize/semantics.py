@@ -202,9 +202,31 @@ def _needs_int_saturation(op: ir.Operation) -> bool:
     return isinstance(src, ir.FloatType) and isinstance(dst, ir.IntegerType) and not _is_i1(dst)
 
 
+def _single_replica_id(op: ir.Operation) -> None:
+    """A program Kiln runs is one replica of one partition: both ids are 0."""
+    t = op.results[0].type
+    with ir.InsertionPoint(op), op.location:
+        zero = ir.Operation.create("stablehlo.constant", results=[t], attributes={
+            "value": ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(
+                ir.RankedTensorType(t).element_type, 0))}).result
+    op.results[0].replace_all_uses_with(zero)
+    op.erase()
+
+
 def fix_semantics(module: ir.Module) -> None:
     for op in list(walk(module.operation)):
-        if op.name == "stablehlo.add" and _is_i1(_element(op.results[0])):
+        if op.name == "interpreter.run_parallel":
+            from ...errors import KilnError
+            raise KilnError("interpreter.run_parallel runs several replicas; Kiln runs one",
+                            location=str(op.location),
+                            hint="multi-replica execution (collectives) is not supported yet")
+        if op.name in ("stablehlo.replica_id", "stablehlo.partition_id"):
+            _single_replica_id(op)
+        elif op.name == "stablehlo.dot_general" and "algorithm" in op.attributes:
+            # A lower bound on precision: the CPU computes in the operand type or wider,
+            # which meets it; upstream's lowering does not accept the attribute.
+            del op.attributes["algorithm"]
+        elif op.name == "stablehlo.add" and _is_i1(_element(op.results[0])):
             _lower_bool_add(op)
         elif op.name == "stablehlo.convert" and _needs_int_saturation(op):
             _lower_float_to_int(op)

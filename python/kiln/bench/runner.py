@@ -182,7 +182,7 @@ def _fmt_time(s):
 def table(rows: list[Row], peers: list[str]) -> str:
     others = [p for p in peers if p != "kiln"]
     head = ["workload", "unit"] + [f"{p} time" for p in peers] + [f"{p} rate" for p in peers] \
-        + [f"kiln/{p}" for p in others] + ["check", "kiln compile", "kiln peak MB", "kiln temps MB"]
+        + [f"kiln/{p}" for p in others] + ["check", "kiln compile", "kiln RSS+ MB", "kiln temps MB"]
     lines = [head]
     for r in rows:
         cells = [r.workload, r.unit]
@@ -191,7 +191,7 @@ def table(rows: list[Row], peers: list[str]) -> str:
             cells.append(_status_cell(m) if m.status not in ("ok", "mismatch") else _fmt_time(m.median_s))
         for p in peers:
             m = r.results.get(p)
-            cells.append(f"{m.rate:.1f}" if m.rate is not None else "-")
+            cells.append(f"{m.rate:.3g}" if m.rate is not None else "-")
         for p in others:
             ratio = r.ratio(p)
             cells.append(f"{ratio:.2f}x" if ratio is not None else "-")
@@ -244,6 +244,16 @@ def to_json(rows: list[Row], peers: list[str], machine: dict) -> dict:
                        "ratios": {p: r.ratio(p) for p in others}} for r in rows],
         "geomean": {p: geomean([r.ratio(p) for r in rows if r.ratio(p)]) for p in others},
     }
+
+
+def rows_from_json(data: dict) -> list[Row]:
+    """The rows of a `--json` report, to print its table again."""
+    rows = []
+    for w in data["workloads"]:
+        row = Row(w["workload"], w["note"], w["unit"], tuple(w["tol"]))
+        row.results = {k: Measurement(**v) for k, v in w["results"].items()}
+        rows.append(row)
+    return rows
 
 
 def run(workloads: list[Workload], peers: list[Peer] | None = None, **kw) -> list[Row]:

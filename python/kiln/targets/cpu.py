@@ -89,6 +89,9 @@ class CpuTarget(Target):
             raise KilnError(f"LLVM could not compile @{entry}: {exc}",
                             hint="an operation reached LLVM without a lowering; "
                                  "`kiln-opt FILE --stage lower` shows the IR") from None
+        # Library functions the codegen passes call (BLAS), bound in this JIT only.
+        for name, symbol in codegen.jit_symbols().items():
+            engine.raw_register_runtime(name, symbol)
         address = engine.raw_lookup("_mlir_ciface_" + entry)
         # Through the runtime's KilnInvoke, where a failing custom call stops the computation.
         from ..runtime.custom_call import invoke_entry

@@ -6,7 +6,7 @@
 // CHECK-DAG: arith.constant 112 : i32
 // CHECK: scf.for
 // CHECK: scf.for
-// CHECK: call @scipy_cblas_sgemm64_
+// CHECK: call @kiln_blas_sgemm
 func.func @main(%q: tensor<2x4x64x32xf32>, %k: tensor<2x4x64x32xf32>) -> tensor<2x4x64x64xf32> {
   %0 = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [3] : (tensor<2x4x64x32xf32>, tensor<2x4x64x32xf32>) -> tensor<2x4x64x64xf32>
   return %0 : tensor<2x4x64x64xf32>

@@ -12,7 +12,7 @@
 // CHECK: scf.for
 // CHECK: scf.for
 // CHECK: scf.for
-// CHECK: call @scipy_cblas_sgemm64_({{.*}}, %[[ONE]], {{.*}})
+// CHECK: call @kiln_blas_sgemm({{.*}}, %[[ONE]], {{.*}})
 func.func @main(%x: tensor<2x10x10x32xf32>, %w: tensor<3x3x32x48xf32>) -> tensor<2x8x8x48xf32> {
   %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
        window = {stride = [1, 1], pad = [[0, 0], [0, 0]]}

@@ -20,8 +20,8 @@
 // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // CHECK: memref.extract_aligned_pointer_as_index
 // CHECK: llvm.inttoptr
-// CHECK: call @scipy_cblas_sgemm64_({{.*}}, %[[ZERO]], {{.*}}) : (i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, f32, !llvm.ptr, i64) -> ()
-// CHECK: func.func private @scipy_cblas_sgemm64_
+// CHECK: call @kiln_blas_sgemm({{.*}}, %[[ZERO]], {{.*}}) : (i32, i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, !llvm.ptr, i64, f32, !llvm.ptr, i64) -> ()
+// CHECK: func.func private @kiln_blas_sgemm
 func.func @main(%a: tensor<128x64xf32>, %b: tensor<64x96xf32>, %bias: tensor<96xf32>) -> tensor<128x96xf32> {
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<128x64xf32>, tensor<64x96xf32>) -> tensor<128x96xf32>
   %1 = stablehlo.broadcast_in_dim %bias, dims = [1] : (tensor<96xf32>) -> tensor<128x96xf32>

@@ -36,26 +36,38 @@ from torch_mlir.dialects import linalg
 # programs (most of the conformance suite) on the plain path.
 MIN_MACS = 32 * 32 * 32
 
-# OpenBLAS splits every gemm above a small size across all cores; measured here (2 cores,
-# shared with other processes), its thread hand-off costs more than it gains below ~2^27
-# multiply-adds per call (attention's 32 gemms of 512x512x64: 60-78 ms on one thread, 50-270
-# ms on two), while 1024^3 gains from two. Smaller calls run on the calling thread only.
-PARALLEL_MACS = 1 << 27
+# OpenBLAS splits every gemm above a small size across all cores. Measured on the 2-core VM:
+# with the machine otherwise idle, threading pays off down to ~2^20 multiply-adds per call
+# (attention's 32 gemms of 512x512x64: 42-48 ms on one thread, 29-31 ms on two); with the
+# cores oversubscribed (two processes each running BLAS threads) its spinning hand-off costs
+# far more (60 ms vs 230 ms). Smaller calls (e.g. a convolution's per-row gemms) run on the
+# calling thread only.
+PARALLEL_MACS = 1 << 20
 _SET_THREADS = "openblas_set_num_threads_local"
 
 _GEMM = {"f32": "s", "f64": "d"}   # element type -> BLAS precision letter
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
+# Names the generated code calls; `jit_symbols()` binds them to the library's functions in
+# the JIT only (the library is not loaded RTLD_GLOBAL: its thousands of unprefixed internal
+# symbols would then interpose on another OpenBLAS loaded later, e.g. scipy's).
+_SET_THREADS = "kiln_blas_set_threads"
+
+
 @dataclass(frozen=True)
 class Blas:
     path: str
-    prefix: str      # symbol names: {prefix}cblas_sgemm{suffix}
+    prefix: str      # library symbols: {prefix}cblas_sgemm{suffix}
     suffix: str
     int_type: str    # blasint: i64 in the ILP64 build, i32 in the LP64 one
 
-    def gemm(self, kind: str) -> str:
+    def library_gemm(self, kind: str) -> str:
         return f"{self.prefix}cblas_{_GEMM[kind]}gemm{self.suffix}"
+
+    @staticmethod
+    def gemm(kind: str) -> str:
+        return f"kiln_blas_{_GEMM[kind]}gemm"
 
 
 def _bundled(package: str, pattern: str) -> list[Path]:
@@ -68,18 +80,18 @@ def _bundled(package: str, pattern: str) -> list[Path]:
 
 @functools.lru_cache(maxsize=None)
 def blas() -> Blas | None:
-    """The OpenBLAS that matrix products call, loaded RTLD_GLOBAL so the JIT resolves its
-    symbols. First numpy's own (a hard dependency; ILP64, shared with numpy's thread pool, so
-    Kiln and numpy in one process do not run two pools of spinning BLAS threads), then
-    scipy's (LP64). None if neither wheel bundles one (products then stay loop nests)."""
-    candidates = [(p, Blas(str(p), "scipy_", "64_", "i64"))
+    """The OpenBLAS that matrix products call. First numpy's own (a hard dependency; ILP64,
+    shared with numpy's thread pool, so Kiln and numpy in one process do not run two pools
+    of spinning BLAS threads), then scipy's (LP64). None if neither wheel bundles one
+    (products then stay loop nests)."""
+    candidates = [Blas(str(p), "scipy_", "64_", "i64")
                   for p in _bundled("numpy", "libscipy_openblas64_*.so")]
-    candidates += [(p, Blas(str(p), "scipy_", "", "i32"))
+    candidates += [Blas(str(p), "scipy_", "", "i32")
                    for p in _bundled("scipy", "libscipy_openblas-*.so") if "64_" not in p.name]
-    for path, found in candidates:
+    for found in candidates:
         try:
-            lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-            getattr(lib, found.gemm("f32")), getattr(lib, found.gemm("f64"))  # both must exist
+            lib = ctypes.CDLL(found.path)
+            getattr(lib, found.library_gemm("f32")), getattr(lib, found.library_gemm("f64"))
             return found
         except (OSError, AttributeError):
             continue
@@ -92,19 +104,24 @@ def blas_library() -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def thread_control() -> bool:
-    """Whether `openblas_set_num_threads_local` as the JIT will resolve it (process-global
-    lookup) is the one of the OpenBLAS `blas()` chose, not another copy's (numpy and scipy
-    each bundle one, with this same unprefixed name)."""
-    path = blas_library()
-    if path is None:
-        return False
+def jit_symbols() -> dict[str, ctypes.c_void_p]:
+    """{name the generated code calls: address} for the JIT to bind (empty without BLAS)."""
+    found = blas()
+    if found is None:
+        return {}
+    lib = ctypes.CDLL(found.path)
+    address = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p)  # noqa: E731
+    symbols = {Blas.gemm(k): address(found.library_gemm(k)) for k in _GEMM}
     try:
-        ours = ctypes.cast(getattr(ctypes.CDLL(path), _SET_THREADS), ctypes.c_void_p).value
-        found = ctypes.cast(getattr(ctypes.CDLL(None), _SET_THREADS), ctypes.c_void_p).value
+        symbols[_SET_THREADS] = address("openblas_set_num_threads_local")
     except AttributeError:
-        return False
-    return ours == found
+        pass
+    return symbols
+
+
+def thread_control() -> bool:
+    """Whether calls can be kept on the calling thread (`openblas_set_num_threads_local`)."""
+    return _SET_THREADS in jit_symbols()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -214,7 +214,7 @@ def test_single_replica_ids_are_zero():
 
 def test_multi_replica_program_is_a_clear_error():
     import kiln
-    with pytest.raises(kiln.KilnError, match="run_parallel runs several replicas"):
+    with pytest.raises(kiln.KilnError, match="run_parallel launches programs as separate processes"):
         kiln.compile("""func.func @r() -> tensor<ui32> {
           %0 = stablehlo.replica_id : tensor<ui32>
           return %0 : tensor<ui32>

@@ -217,9 +217,11 @@ def fix_semantics(module: ir.Module) -> None:
     for op in list(walk(module.operation)):
         if op.name == "interpreter.run_parallel":
             from ...errors import KilnError
-            raise KilnError("interpreter.run_parallel runs several replicas; Kiln runs one",
+            raise KilnError("interpreter.run_parallel launches programs as separate processes "
+                            "(replicas/partitions, infeed/outfeed queues); Kiln runs one program",
                             location=str(op.location),
-                            hint="multi-replica execution (collectives) is not supported yet")
+                            hint="multi-process execution (collectives, infeed/outfeed) is not "
+                                 "supported yet")
         if op.name in ("stablehlo.replica_id", "stablehlo.partition_id"):
             _single_replica_id(op)
         elif op.name == "stablehlo.dot_general" and "algorithm" in op.attributes:

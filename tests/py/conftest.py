@@ -40,3 +40,14 @@ def shared_file(name: str) -> Path:
     if not path.exists():
         pytest.fail(f"conformance data missing: {path} (tests read ../shared/ beside the checkout)")
     return path
+
+
+@pytest.fixture
+def jax_x64():
+    """64-bit jax for one test's reference results, restored afterwards so other modules in
+    the same worker keep jax's default."""
+    jax = pytest.importorskip("jax", reason="jax is not installed")
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)

@@ -14,15 +14,7 @@ from kiln.runtime import lapack
 jax = pytest.importorskip("jax")
 from jax import lax  # noqa: E402
 
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _x64():
-    """float64 references need x64; restored so other modules trace with JAX's defaults."""
-    old = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
+pytestmark = pytest.mark.usefixtures("jax_x64")  # float64 references
 
 
 # geqrf is not re-exported by jax.lax.linalg; it is the primitive JAX's qr lowers through.

@@ -8,14 +8,7 @@ from jax import lax
 import kiln
 
 
-@pytest.fixture(autouse=True)
-def _jax_x64():
-    """64-bit jax for this module's reference results, restored after each test so other
-    modules in the same worker keep jax's default."""
-    old = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
+pytestmark = pytest.mark.usefixtures("jax_x64")  # 64-bit reference results
 
 
 def via_jax(fn, *args):

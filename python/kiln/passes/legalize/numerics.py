@@ -234,25 +234,8 @@ def static_shape(value: ir.Value, op: ir.Operation) -> tuple:
     return tuple(t.shape)
 
 
-def replace_with_helper(op: ir.Operation, text: str, operands: list[ir.Value]) -> None:
-    """Parse `text` (one func.func) and splice its body in place of `op`, its arguments bound
-    to `operands` and its returned values replacing op's results."""
-    try:
-        helper = ir.Module.parse(text, op.context)
-    except ir.MLIRError as exc:  # a bug in Kiln's text generation, never the user's input
-        raise KilnError(f"internal error lowering '{op.name}': generated IR does not parse: {exc}",
-                        location=str(op.location), hint="please report this program") from None
-    func = helper.body.operations[0].operation
-    block = func.regions[0].blocks[0]
-    for arg, value in zip(block.arguments, operands):
-        arg.replace_all_uses_with(value)
-    ops = [o.operation for o in block.operations]
-    for o in ops[:-1]:
-        o.move_before(op)
-    for result, value in zip(op.results, list(ops[-1].operands)):
-        result.replace_all_uses_with(value)
-    op.erase()
-
+# The splice itself is shared with the data-movement lowerings.
+from .data_movement import replace_with_helper  # noqa: E402,F401
 
 # Imported last: the op modules use the helpers above.
 from . import fft, floats, linalg_ops  # noqa: E402

@@ -516,3 +516,24 @@ ENTRY main {
     hlo = stablehlo_to_hlo(mlir)
     assert "input_output_alias={ {0}: (2, {}, may-alias), {1}: (1, {}, may-alias) }" in hlo
     assert hlo_to_stablehlo(hlo) == mlir
+
+
+def test_tuple_shaped_constant_becomes_its_leaves():
+    import kiln
+    hlo = """HloModule tuple_constant
+
+ENTRY main {
+  t = (f32[2], (s32[], pred[2])) constant(({1.5, 2}, (7, {true, false})))
+  a = f32[2] get-tuple-element(t), index=0
+  inner = (s32[], pred[2]) get-tuple-element(t), index=1
+  n = s32[] get-tuple-element(inner), index=0
+  p = pred[2] get-tuple-element(inner), index=1
+  ROOT r = (f32[2], s32[], pred[2]) tuple(a, n, p)
+}
+"""
+    a, n, p = kiln.compile(hlo)()
+    np.testing.assert_array_equal(a, [1.5, 2.0])
+    assert n == 7
+    np.testing.assert_array_equal(p, [True, False])
+    with pytest.raises(KilnError, match=r"has 1 elements, its shape"):
+        hlo_to_stablehlo(hlo.replace("({1.5, 2}, (7, {true, false}))", "({1.5, 2})"))

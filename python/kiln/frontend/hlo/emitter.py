@@ -22,7 +22,8 @@ import numpy as np
 from kiln.errors import KilnError
 from kiln.layout import Layout, Shape
 
-from .parser import AttrReader, Instruction, Module, parse_literal, parse_replica_groups
+from .parser import (AttrReader, Instruction, Module, parse_literal, parse_replica_groups,
+                     parse_tuple_literal)
 
 
 def _tree_attr(shapes) -> str:
@@ -495,7 +496,11 @@ class Emitter:
         return self.shape_env[ins.operands[i]]
 
     def _op_constant(self, ins, a, ops, flat, rtypes):
-        arr = parse_literal(ins.payload or "", ins.shape, self.m.where(ins.payload_pos), ins.name)
+        where = self.m.where(ins.payload_pos)
+        if ins.shape.is_tuple:  # one constant per leaf: tuples are flattened values here
+            leaves = parse_tuple_literal(ins.payload or "", ins.shape, where, ins.name)
+            return [self.constant(arr, leaf) for arr, leaf in zip(leaves, ins.shape.leaves())]
+        arr = parse_literal(ins.payload or "", ins.shape, where, ins.name)
         return [self.constant(arr, ins.shape)]
 
     def _op_iota(self, ins, a, ops, flat, rtypes):
@@ -1088,7 +1093,7 @@ class Emitter:
         groups = a.replica_groups()
         d = a.ints("dimensions", [])
         if not d:
-            self.fail("tuple all-to-all (without dimensions=) is not supported")
+            return self._tuple_all_to_all(ins, a, flat)
         if groups:
             count = len(groups[0])
         else:
@@ -1097,6 +1102,31 @@ class Emitter:
                  "split_count": f"{count} : i64"}
         attrs.update(self._collective_attrs(a))
         return self.op("stablehlo.all_to_all", flat, rtypes, attrs)
+
+    def _tuple_all_to_all(self, ins, a, flat):
+        """Tuple all-to-all (no dimensions=): operand i goes to the i-th replica of the group and
+        result i comes from it. The same as an array all-to-all of the operands stacked on a
+        new leading dimension, then unstacked."""
+        n = len(flat)
+        leaf = self._shape_of_operand(ins, 0)
+        if len({v.type for v in flat}) != 1 or leaf.is_tuple:
+            self.fail("tuple all-to-all needs operands of one array shape")
+        t = flat[0].type
+        row_t = t.replace("tensor<", "tensor<1x", 1)
+        all_t = t.replace("tensor<", f"tensor<{n}x", 1)
+        stacked = self.op1("stablehlo.concatenate", [self.op1("stablehlo.reshape", [v], row_t) for v in flat],
+                           all_t, {"dimension": "0 : i64"})
+        attrs = {"split_dimension": "0 : i64", "concat_dimension": "0 : i64", "split_count": f"{n} : i64"}
+        attrs.update(self._collective_attrs(a))
+        moved = self.op1("stablehlo.all_to_all", [stacked], all_t, attrs)
+        dims = list(leaf.dims)
+        out = []
+        for i in range(n):
+            piece = self.op1("stablehlo.slice", [moved], row_t, {
+                "start_indices": _arr([i] + [0] * len(dims)), "limit_indices": _arr([i + 1] + dims),
+                "strides": _arr([1] * (len(dims) + 1))})
+            out.append(self.op1("stablehlo.reshape", [piece], t))
+        return out
 
     def _num_devices(self):
         n = 1

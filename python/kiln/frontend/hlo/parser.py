@@ -404,6 +404,43 @@ def parse_replica_groups(r: str, fail) -> list[list[int]]:
 _LIT_TOKEN = re.compile(r"\s*(-?nan\(0x[0-9a-fA-F]+\)|[(){},]|[^\s,(){}]+)")
 
 
+def _split_top_level(text: str) -> list[str]:
+    """`a, {b, c}, (d, e)` -> ['a', '{b, c}', '(d, e)']: commas outside any bracket."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def parse_tuple_literal(text: str, shape: Shape, where: str, name: str = "constant") -> list[np.ndarray]:
+    """A tuple constant `((e0), e1, ...)` as its leaves' arrays, depth first (the order the
+    importer flattens tuples in)."""
+    body = text.strip()
+    if not (body.startswith("(") and body.endswith(")")):
+        raise KilnError(f"tuple-shaped constant '{name}' must be written as (element, ...)",
+                        location=where, hint=f"its shape is {shape}")
+    elements = _split_top_level(body[1:-1])
+    if len(elements) != len(shape.tuple_shapes):
+        raise KilnError(f"tuple-shaped constant '{name}' has {len(elements)} elements, its shape "
+                        f"{shape} has {len(shape.tuple_shapes)}", location=where)
+    leaves: list[np.ndarray] = []
+    for element, element_shape in zip(elements, shape.tuple_shapes):
+        if element_shape.is_tuple:
+            leaves.extend(parse_tuple_literal(element, element_shape, where, name))
+        else:
+            leaves.append(parse_literal(element, element_shape, where, name))
+    return leaves
+
+
 def parse_literal(text: str, shape: Shape, where: str, name: str = "constant") -> np.ndarray:
     """Values of `constant(...)` as a numpy array of the shape's dtype.
 
@@ -411,8 +448,7 @@ def parse_literal(text: str, shape: Shape, where: str, name: str = "constant") -
     `(re, im)` pairs, true/false, nan/-nan/inf/-inf (also `nan(0x..)` payload forms) and
     hex integers.  The printer's elided form `{...}` is rejected: its values are unknown."""
     if shape.is_tuple:
-        raise KilnError(f"tuple-shaped constant '{name}' is not supported", location=where,
-                        hint="split it into one constant per element and a tuple")
+        raise KilnError(f"tuple-shaped constant '{name}' needs parse_tuple_literal", location=where)
     if "..." in text:
         raise KilnError(f"constant '{name}' has elided contents ({{...}}); its values are not "
                         "in the text", location=where,

@@ -537,3 +537,18 @@ ENTRY main {
     np.testing.assert_array_equal(p, [True, False])
     with pytest.raises(KilnError, match=r"has 1 elements, its shape"):
         hlo_to_stablehlo(hlo.replace("({1.5, 2}, (7, {true, false}))", "({1.5, 2})"))
+
+
+def test_entry_result_layout_is_honoured_in_memory():
+    import kiln
+    hlo = """HloModule layouts, entry_computation_layout={(f32[2,3]{1,0})->f32[2,3]{0,1}}
+
+ENTRY main {
+  p = f32[2,3]{1,0} parameter(0)
+  ROOT n = f32[2,3]{0,1} negate(p)
+}
+"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (y,) = kiln.compile(hlo)(x)
+    np.testing.assert_array_equal(y, -x)          # numerics never depend on layouts
+    assert y.flags.f_contiguous and not y.flags.c_contiguous  # {0,1}: column-major memory

@@ -68,6 +68,7 @@ class Executable:
             flatten_entry_tuples(imported, entry)
         self._imported = _to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
+        self.result_orders = _result_memory_orders(find_entry(imported, self.entry))
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         if compile_now and all(s.is_static for s in self.arg_specs):
@@ -127,7 +128,9 @@ class Executable:
             first_use.add(source)
         outcomes = [check_eval.evaluate({**c, "loc": format_location(c["loc"], self.filename)},
                                         [outputs[i] for i in c["results"]]) for c in compiled.checks]
-        return tuple(outputs[:compiled.user_results]), outcomes
+        results = [_in_memory_order(out, order) for out, order in
+                   zip(outputs[:compiled.user_results], self.result_orders + [None] * len(outputs))]
+        return tuple(results), outcomes
 
     @property
     def has_checks(self) -> bool:
@@ -189,6 +192,35 @@ class Executable:
         return Compiled(invoke, results, sources,
                         len(sources) if user_results is None else user_results, checks, timings, ctx,
                         dimension_values)
+
+
+def _result_memory_orders(func: ir.Operation) -> list[tuple[int, ...] | None]:
+    """Per result, the dimension order (major to minor) its `kiln.layout` (an HLO layout
+    the importer recorded, e.g. "{0,1}") asks for, or None for row-major / no layout."""
+    if "res_attrs" not in func.attributes:
+        return []
+    orders = []
+    for attrs in ir.ArrayAttr(func.attributes["res_attrs"]):
+        entries = {a.name: a.attr for a in ir.DictAttr(attrs)}
+        order = None
+        if "kiln.layout" in entries:
+            text = ir.StringAttr(entries["kiln.layout"]).value.strip("{}").split(":")[0]
+            minor_to_major = [int(x) for x in text.split(",") if x.strip()]
+            major_to_minor = tuple(reversed(minor_to_major))
+            if sorted(major_to_minor) == list(range(len(major_to_minor))) and \
+                    major_to_minor != tuple(range(len(major_to_minor))):
+                order = major_to_minor
+        orders.append(order)
+    return orders
+
+
+def _in_memory_order(array: np.ndarray, order: tuple[int, ...] | None) -> np.ndarray:
+    """The same logical array, its memory laid out major-to-minor in `order` (numpy strides
+    express any dimension order; tiling is the importer's business)."""
+    if order is None or array.ndim != len(order):
+        return array
+    physical = np.ascontiguousarray(array.transpose(order))
+    return physical.transpose(np.argsort(order))
 
 
 def _to_bytecode(module: ir.Module) -> bytes:

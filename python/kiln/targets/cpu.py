@@ -1,8 +1,6 @@
 """The CPU target: StableHLO -> linalg -> bufferized memrefs -> loops -> LLVM -> JIT."""
 from __future__ import annotations
 
-import ctypes
-
 import numpy as np
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
@@ -26,7 +24,6 @@ class CpuTarget(Target):
     name = "cpu"
 
     def stages(self, entry: str | None) -> list[Stage]:
-        opt = self.options
         return common_stages(entry) + [
             Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
                 "func.func(stablehlo-legalize-quant-to-math)",
@@ -54,7 +51,8 @@ class CpuTarget(Target):
                 "buffer-deallocation-pipeline",
                 "canonicalize",
             ]),
-            Stage("codegen", "large matrix products -> BLAS calls; linalg -> loops", [
+            Stage("codegen", "large products -> BLAS calls, big loop nests on both cores, "
+                             "vectorizable math; linalg -> loops", [
                 PyPass("blas-calls", codegen.blas_calls),
                 PyPass("parallelize", codegen.parallelize),
                 PyPass("approximate-math", codegen.approximate_math),

@@ -35,11 +35,19 @@ def rng():
     return np.random.default_rng(1234)
 
 
-def shared_file(name: str) -> Path:
-    path = TESTDATA / name
+def shared_file(name: str, suite: Path = TESTDATA) -> Path:
+    """A conformance file; its absence is a failure (the data is part of every checkout's
+    surroundings, so a skip would hide a broken setup)."""
+    path = suite / name
     if not path.exists():
         pytest.fail(f"conformance data missing: {path} (tests read ../shared/ beside the checkout)")
     return path
+
+
+def assert_checks_pass(name: str) -> None:
+    """Compile a testdata program and require every check.* in it to hold."""
+    _, outcomes = kiln.compile(shared_file(name)).run_checks()
+    assert outcomes and all(o.passed for o in outcomes), [str(o) for o in outcomes]
 
 
 @pytest.fixture

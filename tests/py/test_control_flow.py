@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import INTERPRET, TESTDATA
+from conftest import INTERPRET, assert_checks_pass, shared_file
 
 WHILE = """func.func @main(%n: tensor<i64>, %v: tensor<3xui32>) -> (tensor<i64>, tensor<3xui32>) {
   %zero = stablehlo.constant dense<0> : tensor<i64>
@@ -121,21 +121,14 @@ def test_barrier_dimension_size_and_composite():
 
 @pytest.mark.parametrize("name", ["random_uniform_.mlir", "random_categorical_float32_5_4.mlir"])
 def test_conformance_programs_with_while(name):
-    path = TESTDATA / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    _, outcomes = kiln.compile(path).run_checks()
-    assert outcomes and all(o.passed for o in outcomes), [str(o) for o in outcomes]
+    assert_checks_pass(name)
 
 
 @pytest.mark.parametrize("name", ["while.mlir", "if.mlir", "case.mlir", "composite.mlir",
                                   "optimization_barrier.mlir", "get_dimension_size.mlir"])
 def test_interpret_suite(name):
     from kiln.conformance import run_file
-    path = INTERPRET / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    result = run_file(str(path))
+    result = run_file(str(shared_file(name, INTERPRET)))
     assert result.passed, result.detail
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import kiln
-from conftest import INTERPRET, TESTDATA
+from conftest import INTERPRET, assert_checks_pass, shared_file
 
 
 def _t(shape, e):
@@ -82,17 +82,10 @@ def test_empty_batch_and_nan_propagation(rng):
 
 @pytest.mark.parametrize("name", ["fft_complex64_14_15_0_17.mlir", "fft_float64_14_15_0_17.mlir"])
 def test_conformance_files(name):
-    path = TESTDATA / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    _, outcomes = kiln.compile(path).run_checks()
-    assert outcomes and all(o.passed for o in outcomes), [str(o) for o in outcomes]
+    assert_checks_pass(name)
 
 
 def test_interpret_suite_fft():
     from kiln.conformance import run_file
-    path = INTERPRET / "fft.mlir"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    result = run_file(str(path))
+    result = run_file(str(shared_file("fft.mlir", INTERPRET)))
     assert result.passed and len(result.cases) == 12, result.detail

@@ -7,7 +7,7 @@ import kiln
 from kiln.conformance import run_file
 from kiln.frontend.check_syntax import rewrite
 
-from conftest import INTERPRET
+from conftest import INTERPRET, shared_file
 
 
 def test_rewrite_keeps_line_numbers():
@@ -43,8 +43,6 @@ def test_serialized_eq_is_a_clear_error():
 
 @pytest.mark.parametrize("name", ["check.mlir", "atan2.mlir", "mulhi.mlir"])
 def test_interpret_files_pass(name):
-    path = INTERPRET / name
-    assert path.exists(), path
-    result = run_file(str(path))
+    result = run_file(str(shared_file(name, INTERPRET)))
     assert result.passed, result.detail
     assert len(result.cases) > 1

@@ -7,7 +7,7 @@ import pytest
 import scipy.linalg
 
 import kiln
-from conftest import INTERPRET, TESTDATA
+from conftest import INTERPRET, assert_checks_pass, shared_file
 
 ELEM = {np.float32: "f32", np.float64: "f64", np.complex64: "complex<f32>", np.complex128: "complex<f64>"}
 
@@ -118,17 +118,10 @@ def test_cholesky_not_positive_definite_is_nan_per_matrix():
 
 @pytest.mark.parametrize("name", ["triangular_solve_bfloat16_4_4_bfloat16_4_1.mlir"])
 def test_conformance_files(name):
-    path = TESTDATA / name
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    _, outcomes = kiln.compile(path).run_checks()
-    assert outcomes and all(o.passed for o in outcomes), [str(o) for o in outcomes]
+    assert_checks_pass(name)
 
 
 def test_interpret_suite_triangular_solve():
     from kiln.conformance import run_file
-    path = INTERPRET / "triangular_solve.mlir"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
-    result = run_file(str(path))
+    result = run_file(str(shared_file("triangular_solve.mlir", INTERPRET)))
     assert result.passed and len(result.cases) == 27, result.detail

@@ -47,6 +47,21 @@ class Text:
         self.emit(f"{name} = {rhs}")
         return name
 
+    def apply_region(self, index: int, scalars: list[str], elements: list[str],
+                     results: list[str]) -> list[str]:
+        """Apply the lowered op's region `index` to scalar values: StableHLO bodies take and
+        return 0-d tensors, so the scalars are wrapped and the results unwrapped. The
+        `kiln.region` placeholder is replaced by the region's body (inline_regions)."""
+        wrapped = [self.op(f"tensor.from_elements {v} : tensor<{e}>") for v, e in zip(scalars, elements)]
+        out = self.fresh("region")
+        many = len(results) > 1
+        arg_types = ", ".join(f"tensor<{e}>" for e in elements)
+        result_types = ", ".join(f"tensor<{e}>" for e in results)
+        self.emit(f'{out}{f":{len(results)}" if many else ""} = "{REGION_MARKER}"({", ".join(wrapped)}) '
+                  f"{{index = {index} : i64}} : ({arg_types}) -> ({result_types})")
+        return [self.op(f"tensor.extract {out}{f'#{i}' if many else ''}[] : tensor<{e}>")
+                for i, e in enumerate(results)]
+
     def index(self, value: int) -> str:
         # Constants live at the top of the helper so every nested loop can use them.
         if value not in self.constants:

@@ -25,7 +25,7 @@ from torch_mlir._mlir_libs import _stablehlo
 
 from ...errors import KilnError
 from ..ir_util import walk
-from .data_movement import REGION_MARKER, SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
+from .data_movement import SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
 
 
 def lower_scatters(module: ir.Module) -> None:
@@ -133,21 +133,13 @@ def _lower(op: ir.Operation) -> None:
     for k, d in enumerate(window_dims):
         update_index[d] = window_coords[k]
     oi, ui = ", ".join(operand_index), ", ".join(update_index)
-    olds, news = [], []
-    for i in range(n):
-        x = t.op(f"tensor.extract {accs2[i]}[{oi}] : {result_types[i]}")
-        olds.append(t.op(f"tensor.from_elements {x} : tensor<{elements[i]}>"))
-    for i in range(n):
-        u = t.op(f"tensor.extract %up{i}[{ui}] : {type_text(update_shape, elements[i])}")
-        news.append(t.op(f"tensor.from_elements {u} : tensor<{elements[i]}>"))
-    zero_d = ", ".join(f"tensor<{e}>" for e in elements)
-    combined = t.fresh("comb")
-    t.emit(f'{combined}:{n} = "{REGION_MARKER}"({", ".join(olds + news)}) {{index = 0 : i64}} '
-           f": ({zero_d}, {zero_d}) -> ({zero_d})")
+    olds = [t.op(f"tensor.extract {accs2[i]}[{oi}] : {result_types[i]}") for i in range(n)]
+    news = [t.op(f"tensor.extract %up{i}[{ui}] : {type_text(update_shape, elements[i])}")
+            for i in range(n)]
+    combined = t.apply_region(0, olds + news, list(elements) * 2, list(elements))
     stored = []
     for i in range(n):
-        s = t.op(f"tensor.extract {combined}#{i}[] : tensor<{elements[i]}>")
-        stored.append(t.op(f"tensor.insert {s} into {accs2[i]}[{oi}] : {result_types[i]}"))
+        stored.append(t.op(f"tensor.insert {combined[i]} into {accs2[i]}[{oi}] : {result_types[i]}"))
     t.emit(f"scf.yield {', '.join(stored)} : {types}")
     t.emit(f"}} {{{SCALARIZE_ATTR}}}")
     t.emit(f"scf.yield {', '.join(f'{inner}#{i}' for i in range(n))} : {types}")

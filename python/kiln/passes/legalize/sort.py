@@ -17,7 +17,7 @@ from math import prod
 from torch_mlir import ir
 
 from ..ir_util import walk
-from .data_movement import REGION_MARKER, SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
+from .data_movement import SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
 
 
 def lower_sorts(module: ir.Module) -> None:
@@ -100,16 +100,12 @@ def _merge_pass(t: Text, src, init, shape, dim, n, width, rows, other, elements,
     i_safe = t.op(f"arith.select {i_ok}, {i}, {start} : index")
     j_safe = t.op(f"arith.select {j_ok}, {j}, {start} : index")
     lefts, rights = [], []
-    for s, e, tt in zip(src, elements, ttypes):
-        a = t.op(f"tensor.extract {s}[{at(i_safe)}] : {tt}")
-        b = t.op(f"tensor.extract {s}[{at(j_safe)}] : {tt}")
-        lefts.append(t.op(f"tensor.from_elements {a} : tensor<{e}>"))
-        rights.append(t.op(f"tensor.from_elements {b} : tensor<{e}>"))
+    for s, tt in zip(src, ttypes):
+        lefts.append(t.op(f"tensor.extract {s}[{at(i_safe)}] : {tt}"))
+        rights.append(t.op(f"tensor.extract {s}[{at(j_safe)}] : {tt}"))
     # comparator(right, left): does the right element strictly precede the left one?
     pairs = [v for r, l in zip(rights, lefts) for v in (r, l)]
-    pair_types = ", ".join(f"tensor<{e}>" for e in elements for _ in range(2))
-    less = t.op(f'"{REGION_MARKER}"({", ".join(pairs)}) {{index = 0 : i64}} : ({pair_types}) -> tensor<i1>')
-    less = t.op(f"tensor.extract {less}[] : tensor<i1>")
+    (less,) = t.apply_region(0, pairs, [e for e in elements for _ in range(2)], ["i1"])
     i_done = t.op(f"arith.xori {i_ok}, {t.op('arith.constant true')} : i1")
     right_first = t.op(f"arith.ori {i_done}, {less} : i1")
     take_right = t.op(f"arith.andi {j_ok}, {right_first} : i1")

@@ -18,7 +18,7 @@ from torch_mlir import ir
 
 from ...errors import KilnError
 from ..ir_util import walk
-from .data_movement import REGION_MARKER, SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
+from .data_movement import SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
 
 
 def lower_select_and_scatters(module: ir.Module) -> None:
@@ -93,10 +93,7 @@ def _lower(op: ir.Operation) -> None:
         probe = [t.op(f"arith.select {has}, {c}, {p} : index") for c, p in zip(cur, pos)]
         a = t.op(f"tensor.extract %operand[{', '.join(probe)}] : {tt}")
         b = t.op(f"tensor.extract %operand[{', '.join(pos)}] : {tt}")
-        a = t.op(f"tensor.from_elements {a} : tensor<{e}>")
-        b = t.op(f"tensor.from_elements {b} : tensor<{e}>")
-        keep = t.op(f'"{REGION_MARKER}"({a}, {b}) {{index = 0 : i64}} : (tensor<{e}>, tensor<{e}>) -> tensor<i1>')
-        keep = t.op(f"tensor.extract {keep}[] : tensor<i1>")
+        (keep,) = t.apply_region(0, [a, b], [e, e], ["i1"])
         keep = t.op(f"arith.andi {has}, {keep} : i1")
         new = [t.op(f"arith.select {keep}, {c}, {p} : index") for c, p in zip(cur, pos)]
         t.emit(f"scf.yield {t.op('arith.constant true')}, {', '.join(new)} : {idx_types}")
@@ -111,10 +108,7 @@ def _lower(op: ir.Operation) -> None:
         at = ", ".join(f"{found}#{d + 1}" for d in range(rank))
         x = t.op(f"tensor.extract {acc}[{at}] : {tt}")
         y = t.op(f"tensor.extract %source[{', '.join(scoords)}] : {st}")
-        x = t.op(f"tensor.from_elements {x} : tensor<{e}>")
-        y = t.op(f"tensor.from_elements {y} : tensor<{se}>")
-        z = t.op(f'"{REGION_MARKER}"({x}, {y}) {{index = 1 : i64}} : (tensor<{e}>, tensor<{se}>) -> tensor<{e}>')
-        z = t.op(f"tensor.extract {z}[] : tensor<{e}>")
+        (z,) = t.apply_region(1, [x, y], [e, se], [e])
         t.emit(f"scf.yield {t.op(f'tensor.insert {z} into {acc}[{at}] : {tt}')} : {tt}")
         t.emit("} else {")
         t.emit(f"scf.yield {acc} : {tt}")

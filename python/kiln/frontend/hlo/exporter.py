@@ -18,22 +18,12 @@ import numpy as np
 from kiln.errors import KilnError
 from kiln.layout import ELEMENT_TYPES, MLIR_TO_HLO, Layout
 
-_ELEMENTWISE = {
-    "abs": "abs", "add": "add", "and": "and", "atan2": "atan2", "cbrt": "cbrt", "ceil": "ceil",
-    "clamp": "clamp", "count_leading_zeros": "count-leading-zeros", "complex": "complex",
-    "convert": "convert", "cosine": "cosine", "divide": "divide", "exponential": "exponential",
-    "exponential_minus_one": "exponential-minus-one", "floor": "floor", "imag": "imag",
-    "is_finite": "is-finite", "log": "log", "log_plus_one": "log-plus-one",
-    "logistic": "logistic", "maximum": "maximum", "minimum": "minimum", "multiply": "multiply",
-    "negate": "negate", "not": "not", "or": "or", "popcnt": "popcnt", "power": "power",
-    "real": "real", "remainder": "remainder", "round_nearest_afz": "round-nearest-afz",
-    "round_nearest_even": "round-nearest-even", "rsqrt": "rsqrt", "select": "select",
-    "shift_left": "shift-left", "shift_right_arithmetic": "shift-right-arithmetic",
-    "shift_right_logical": "shift-right-logical", "sign": "sign", "sine": "sine",
-    "sqrt": "sqrt", "subtract": "subtract", "tan": "tan", "tanh": "tanh", "xor": "xor",
-    "bitcast_convert": "bitcast-convert", "reshape": "reshape",
-    "optimization_barrier": "opt-barrier",
-}
+from .emitter import _SIMPLE
+
+# The importer's one-to-one table read backwards (its last spelling of an opcode wins, e.g.
+# count-leading-zeros over clz), so the two directions cannot drift apart.
+_ELEMENTWISE = {stablehlo: hlo for hlo, stablehlo in _SIMPLE.items()}
+_ELEMENTWISE["optimization_barrier"] = "opt-barrier"
 
 
 def _fail(msg, hint=None):

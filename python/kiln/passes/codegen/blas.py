@@ -425,18 +425,25 @@ def _matrix(rows: int, cols: int, s_row: int, s_col: int):
     return None
 
 
+def _gemm_kind(op: ir.Operation) -> str | None:
+    """The element type BLAS would compute in, if every operand is a memref of one type
+    that has a gemm (none otherwise)."""
+    try:
+        kinds = {str(ir.MemRefType(v.type).element_type) for v in op.operands}
+    except ValueError:
+        return None
+    kind = kinds.pop() if len(kinds) == 1 else None
+    return kind if kind in _GEMM else None
+
+
 def _plan(op: ir.Operation):
     """Everything the call needs, or None if this contraction stays a loop nest."""
     if op.name not in ("linalg.matmul", "linalg.batch_matmul", "linalg.contract", "linalg.generic"):
         return None
     if len(op.operands) != 3 or len(op.results) != 0:
         return None
-    try:
-        types = [ir.MemRefType(v.type) for v in op.operands]
-    except ValueError:
-        return None
-    kinds = {str(t.element_type) for t in types}
-    if len(kinds) != 1 or next(iter(kinds)) not in _GEMM:
+    kind = _gemm_kind(op)
+    if kind is None:
         return None
     if op.name == "linalg.generic" and not _is_mul_add_body(op):
         return None
@@ -482,7 +489,7 @@ def _plan(op: ir.Operation):
         return None
     return {
         "operands": [a, b, c],
-        "kind": next(iter(kinds)), "M": M, "N": N, "K": K, "ldc": ldc,
+        "kind": kind, "M": M, "N": N, "K": K, "ldc": ldc,
         "A": (first[0], *fa), "B": (second[0], *fb), "C": c,
         "batch": [(extent[d], {id(o): o.stride[d] for o in (a, b, c)}) for d in batch
                   if extent[d] > 1],
@@ -495,12 +502,8 @@ def _conv_plan(op: ir.Operation):
     dilations become pointer offsets and the A leading dimension; no im2col copy."""
     if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return None
-    try:
-        types = [ir.MemRefType(v.type) for v in op.operands]
-    except ValueError:
-        return None
-    kinds = {str(t.element_type) for t in types}
-    if len(kinds) != 1 or next(iter(kinds)) not in _GEMM:
+    kind = _gemm_kind(op)
+    if kind is None:
         return None
     x, f, o = (_Operand(v, list(range(4))) for v in op.operands)
     if not all(v.static for v in (x, f, o)):
@@ -522,7 +525,7 @@ def _conv_plan(op: ir.Operation):
              (oh, {id(x): sh * si[1], id(f): 0, id(o): so[1]}),
              (kh, {id(x): dh * si[1], id(f): sf[0], id(o): 0}),
              (kw, {id(x): dw * si[2], id(f): sf[1], id(o): 0})]
-    return {"operands": [x, f, o], "kind": next(iter(kinds)), "M": ow, "N": fo, "K": c,
+    return {"operands": [x, f, o], "kind": kind, "M": ow, "N": fo, "K": c,
             "ldc": max(ldc, max(1, fo)) if ow > 1 else max(1, fo),
             "A": (x, False, lda if ow > 1 else max(1, c)), "B": (f, False, ldb if c > 1 else max(1, fo)),
             "C": o, "batch": [(e, st) for e, st in loops if e > 1], "accumulates": True}

@@ -95,7 +95,7 @@ def _cases(text: str) -> list[tuple[str, str | None]]:
     when a module has no @main."""
     from kiln.context import make_context
     from kiln.frontend import import_module
-    from kiln.passes.ir_util import function_type, functions, is_public, symbol_name
+    from kiln.lowering.ir_util import function_type, functions, is_public, symbol_name
     cases = []
     chunks = SPLIT.split(text)
     for chunk in chunks:

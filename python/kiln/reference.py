@@ -34,7 +34,7 @@ def _wrap(module: ir.Module, entry: str) -> list[tuple[str, str]]:
     """Rename the entry and add a new @main returning every result in a form the bindings can
     export: complex results as (real, imag), narrow types widened exactly (see _export_type). Returns
     per original result how it was split. (The bindings abort the process on complex results.)"""
-    from .passes.ir_util import find_entry, function_type
+    from .lowering.ir_util import find_entry, function_type
     main = find_entry(module, entry)
     main.attributes["sym_name"] = ir.StringAttr.get("kiln_reference_main")
     main.attributes["sym_visibility"] = ir.StringAttr.get("private")

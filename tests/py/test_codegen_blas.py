@@ -1,4 +1,4 @@
-"""Matrix products through numpy's bundled OpenBLAS (kiln.passes.codegen.blas): every operand layout
+"""Matrix products through numpy's bundled OpenBLAS (kiln.lowering.codegen.blas): every operand layout
 the pass accepts, against numpy in float64, and the IR showing the library call was taken."""
 import json
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.passes.codegen import blas_library
+from kiln.lowering.codegen import blas_library
 
 
 

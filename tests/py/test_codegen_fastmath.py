@@ -1,4 +1,4 @@
-"""f32 exp/tanh approximations and reassociated reductions (kiln.passes.codegen.fastmath):
+"""f32 exp/tanh approximations and reassociated reductions (kiln.lowering.codegen.fastmath):
 accuracy in ulps over the whole range, IEEE special cases, and the IR they produce."""
 import numpy as np
 import pytest

@@ -1,10 +1,10 @@
-"""Large elementwise loop nests run on all cores (kiln.passes.codegen.parallel): results are
+"""Large elementwise loop nests run on all cores (kiln.lowering.codegen.parallel): results are
 bit-identical to the serial code, for broadcasts, transposes, in-place updates, odd extents."""
 import numpy as np
 import pytest
 
 import kiln
-from kiln.passes.codegen import parallel
+from kiln.lowering.codegen import parallel
 
 
 def both(src):

@@ -94,7 +94,7 @@ def _fold(body: str, result_type: str) -> str:
     from torch_mlir import ir
 
     from kiln.context import make_context
-    from kiln.passes.shapes import fold_shape_arithmetic
+    from kiln.lowering.shapes import fold_shape_arithmetic
     with make_context():
         module = ir.Module.parse(f"func.func @f() -> {result_type} {{\n{body}\n}}")
         fold_shape_arithmetic(module)

@@ -8,7 +8,7 @@ from torch_mlir import ir
 
 import kiln
 from kiln.context import make_context
-from kiln.passes.guards import copies_as_loops
+from kiln.lowering.guards import copies_as_loops
 
 
 def test_check_eq_verdict_returned_from_main():

@@ -5,7 +5,7 @@ import pytest
 
 import kiln
 from conftest import binary, unary
-from kiln.passes.legalize.floats import NARROW
+from kiln.lowering.legalize.floats import NARROW
 from kiln.runtime.dtypes import numpy_dtype
 
 BOOLS = (np.array([False, False, True, True]), np.array([False, True, False, True]))

@@ -310,7 +310,7 @@ def parse_raw_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module
 def adapt_raw_jax_module(module: ir.Module, filename: str) -> None:
     """A JAX module without its Exported: shape assertions become checks, effect tokens are
     made and dropped; a platform-index argument cannot be resolved without the platform list."""
-    from ..passes.ir_util import find_entry, function_type, functions, symbol_name
+    from ..lowering.ir_util import find_entry, function_type, functions, symbol_name
     # JAX marks its modules (`jax.uses_shape_polymorphism`); leave every other module alone.
     if not any(a.startswith("jax.") for a in module.operation.attributes) or \
             "main" not in [symbol_name(f) for f in functions(module)]:
@@ -368,7 +368,7 @@ def _artifact_text_via_jax(data: bytes, filename: str) -> str:
 
 
 def _drop_sharding_annotations(module: ir.Module) -> None:
-    from ..passes.ir_util import walk
+    from ..lowering.ir_util import walk
     ops = [module.operation, *walk(module.operation)]
     for op in ops:
         for name in [n for n in op.attributes if n.startswith("sdy.")]:
@@ -399,7 +399,7 @@ def _is_token(t: ir.Type) -> bool:
 
 
 def adapt_calling_convention(module: ir.Module, info: ExportedInfo, filename: str) -> None:
-    from ..passes.ir_util import find_entry, function_type
+    from ..lowering.ir_util import find_entry, function_type
     main = find_entry(module, "main")
     ftype = function_type(main)
     in_types, out_types = list(ftype.inputs), list(ftype.results)
@@ -477,7 +477,7 @@ def _dimension_value(var: str, name: str, t: str, info: ExportedInfo, arg_types:
 def _rewrite_shape_assertions(module: ir.Module) -> None:
     """JAX's `shape_assertion` custom call holds when the shapes fit the symbolic ones. After
     specialisation its predicate folds; `check.expect_true` makes Kiln enforce it."""
-    from ..passes.ir_util import walk
+    from ..lowering.ir_util import walk
     for op in list(walk(module.operation)):
         if op.name != "stablehlo.custom_call" or \
                 ir.StringAttr(op.attributes["call_target_name"]).value != "shape_assertion":

@@ -16,10 +16,10 @@ from torch_mlir import ir
 from ..context import make_context
 from ..diagnostics import format_location
 from ..errors import CheckFailure, KilnError
-from ..passes.checks import read_checks
-from ..passes.entry import read_result_sources
-from ..passes.tuples import flatten_entry_tuples
-from ..passes.ir_util import find_entry, function_type, symbol_name
+from ..lowering.checks import read_checks
+from ..lowering.entry import read_result_sources
+from ..lowering.tuples import flatten_entry_tuples
+from ..lowering.ir_util import find_entry, function_type, symbol_name
 from ..pipeline import Stage, StageTiming, directory_dumper, run_stages
 from ..targets.base import Invoker, Target
 from . import checks as check_eval
@@ -153,7 +153,7 @@ class Executable:
             module = ir.Module.parse(self._imported)
         dimension_values: dict[int, int] = {}
         if arg_shapes is not None and not all(s.is_static for s in self.arg_specs):
-            from ..passes.shapes import specialize
+            from ..lowering.shapes import specialize
             dimension_values = specialize(
                 module, self.entry, [s.mlir_type(tuple(shape)) for s, shape in
                                      zip(self.arg_specs, arg_shapes)], self.filename)

@@ -8,11 +8,11 @@ import numpy as np
 from torch_mlir import ir
 
 from ..pipeline import PyPass, Stage
-from ..passes.checks import outline_checks
-from ..passes.ir_util import functions
-from ..passes.tuples import fold_tuples
-from ..passes.entry import dedupe_results, make_entry_only_public
-from ..passes.verify import validate_module
+from ..lowering.checks import outline_checks
+from ..lowering.ir_util import functions
+from ..lowering.tuples import fold_tuples
+from ..lowering.entry import dedupe_results, make_entry_only_public
+from ..lowering.verify import validate_module
 
 # A loaded program: takes the packed list of input and output arrays and fills the outputs.
 Invoker = Callable[[list[np.ndarray]], None]

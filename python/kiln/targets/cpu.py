@@ -7,9 +7,9 @@ from torch_mlir.execution_engine import ExecutionEngine
 
 from .. import native
 from ..errors import KilnError
-from ..passes.entry import emit_c_interface
-from ..passes import codegen, guards, legalize
-from ..passes.verify import check_legalized
+from ..lowering.entry import emit_c_interface
+from ..lowering import codegen, guards, legalize
+from ..lowering.verify import check_legalized
 from ..pipeline import PyPass, Stage
 from ..runtime.memref import pack_arguments
 from . import register_target

@@ -1,0 +1,1 @@
+"""Dialects Kiln defines or reads that the MLIR wheel lacks."""

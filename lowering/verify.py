@@ -8,6 +8,8 @@ from torch_mlir import ir
 
 def validate_module(module: ir.Module) -> None:
     from .guards import check_guards
+    from .trust import check_input
+    check_input(module)  # first: an untrusted program's dialects and symbols (trust.py)
     module.operation.verify()
     check_guards(module)
 

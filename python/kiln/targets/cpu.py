@@ -9,6 +9,7 @@ from .. import native
 from ..errors import KilnError
 from ..lowering.entry import emit_c_interface
 from ..lowering import codegen, guards, legalize
+from ..lowering.trust import check_lowered
 from ..lowering.verify import check_legalized
 from ..pipeline import PyPass, Stage
 from ..runtime.memref import pack_arguments
@@ -80,6 +81,9 @@ class CpuTarget(Target):
 
     def load(self, module: ir.Module, entry: str) -> Invoker:
         libs = [str(p) for p in native.runtime_libraries()]
+        library_symbols = codegen.jit_symbols()
+        with module.context:
+            check_lowered(module, frozenset(library_symbols))  # the trust boundary's far end
         try:
             engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 3)),
                                      shared_libs=libs)
@@ -88,7 +92,7 @@ class CpuTarget(Target):
                             hint="an operation reached LLVM without a lowering; "
                                  "`kiln-opt FILE --stage lower` shows the IR") from None
         # Library functions the codegen passes call (BLAS), bound in this JIT only.
-        for name, symbol in codegen.jit_symbols().items():
+        for name, symbol in library_symbols.items():
             engine.raw_register_runtime(name, symbol)
         address = engine.raw_lookup("_mlir_ciface_" + entry)
         # Through the runtime's KilnInvoke, where a failing custom call stops the computation.

@@ -10,21 +10,51 @@
  * by liveness, at run time. The pool also counts live bytes and their peak, which
  * `kiln bench` reports. Thread-safe (one mutex; calls are few and large).
  *
+ * Every block handed out while a program runs is also on its invocation's list
+ * (kiln_invocation.h), so a program stopped early (failed custom call, Ctrl-C) leaves no
+ * temporary behind; an allocation that cannot be met stops the program instead of handing
+ * compiled code a NULL to write through.
+ *
  * Environment: KILN_POOL_MB caps the bytes kept cached (default 512; 0 disables caching). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kiln_invocation.h"
 
 #define KILN_POOL_MIN (64u * 1024u)
 #define KILN_POOL_SLOTS 64
 #define KILN_HEADER 64                      /* keeps the user pointer cache-line aligned */
 #define KILN_MAGIC 0x6b696c6e706f6f6cULL  /* "kilnpool" */
 
-typedef struct {
-  size_t capacity; /* usable bytes after the header */
-  uint64_t magic;  /* last 8 bytes before the user pointer */
+typedef struct kiln_block {
+  size_t capacity;                   /* usable bytes after the header */
+  struct kiln_block *prev, *next;    /* on an invocation's list while handed out */
+  void** owner;                      /* that list's head, or NULL */
+  uint64_t magic;                    /* last 8 bytes before the user pointer */
 } kiln_block;
+
+_Static_assert(sizeof(kiln_block) <= KILN_HEADER, "the block header must fit before the data");
+
+/* List operations: under pool_lock. */
+static void link_block(kiln_block* h, void** owner) {
+  h->owner = owner;
+  h->prev = NULL;
+  h->next = owner ? (kiln_block*)*owner : NULL;
+  if (!owner) return;
+  if (h->next) h->next->prev = h;
+  *owner = h;
+}
+
+static void unlink_block(kiln_block* h) {
+  if (!h->owner) return;
+  if (h->prev) h->prev->next = h->next;
+  else *h->owner = h->next;
+  if (h->next) h->next->prev = h->prev;
+  h->owner = NULL;
+}
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static void* cached[KILN_POOL_SLOTS]; /* user pointers of free blocks */
@@ -45,6 +75,9 @@ static size_t limit_bytes(void) {
 }
 
 void* _mlir_memref_to_llvm_alloc(size_t size) {
+  KilnInvocation* invocation = kiln_current_invocation();
+  void** owner = invocation ? &invocation->allocations : NULL;
+  if (size > ((size_t)1 << 62)) size = (size_t)1 << 62; /* keeps the rounding below exact */
   size_t capacity = size < KILN_POOL_MIN ? size : (size + 4095) & ~(size_t)4095;
   void* user = NULL;
   pthread_mutex_lock(&pool_lock);
@@ -69,7 +102,14 @@ void* _mlir_memref_to_llvm_alloc(size_t size) {
   } else {
     pthread_mutex_unlock(&pool_lock);
     char* raw = (char*)aligned_alloc(KILN_HEADER, KILN_HEADER + ((capacity + 63) & ~(size_t)63));
-    if (!raw) return NULL;
+    if (!raw) {
+      char message[160];
+      snprintf(message, sizeof message,
+               "out of memory: a temporary buffer of %zu bytes could not be allocated", size);
+      if (invocation) kiln_invocation_stop(invocation, KILN_STOPPED_OUT_OF_MEMORY, message);
+      fprintf(stderr, "kiln: %s (on a worker thread)\n", message);
+      abort(); /* a parallel-for worker cannot unwind the program; never write through NULL */
+    }
     user = raw + KILN_HEADER;
     header_of(user)->capacity = capacity;
     header_of(user)->magic = KILN_MAGIC;
@@ -77,6 +117,7 @@ void* _mlir_memref_to_llvm_alloc(size_t size) {
   }
   live_bytes += capacity;
   if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+  link_block(header_of(user), owner);
   pthread_mutex_unlock(&pool_lock);
   return user;
 }
@@ -90,6 +131,7 @@ void _mlir_memref_to_llvm_free(void* user) {
   }
   size_t capacity = h->capacity;
   pthread_mutex_lock(&pool_lock);
+  unlink_block(h);
   live_bytes -= capacity;
   if (capacity >= KILN_POOL_MIN && cached_bytes + capacity <= limit_bytes()) {
     for (int i = 0; i < KILN_POOL_SLOTS; i++) {
@@ -103,6 +145,16 @@ void _mlir_memref_to_llvm_free(void* user) {
   }
   pthread_mutex_unlock(&pool_lock);
   free((char*)user - KILN_HEADER);
+}
+
+void kiln_pool_release(void** allocations) {
+  for (;;) {
+    pthread_mutex_lock(&pool_lock);
+    kiln_block* h = (kiln_block*)*allocations;
+    pthread_mutex_unlock(&pool_lock);
+    if (!h) return;
+    _mlir_memref_to_llvm_free((char*)h + sizeof(kiln_block)); /* unlinks it */
+  }
 }
 
 /* stats[0..2] = live bytes, peak live bytes since the last reset, bytes cached free. */
@@ -202,18 +254,28 @@ int64_t KilnNumThreads(void) {
   return n;
 }
 
+/* Set while this thread runs a parallel-for: kiln_check_interrupt must not jump out of it
+ * while workers still run chunks of the same body. */
+_Thread_local int kiln_in_parallel_for = 0;
+
+static void run_body(kiln_body body, void* ctx, int64_t begin, int64_t end) {
+  kiln_in_parallel_for++;
+  body(ctx, begin, end);
+  kiln_in_parallel_for--;
+}
+
 void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
   if (n <= 0) return;
   /* A parallel-for already running (another thread, or nested): run serially. */
   if (pthread_mutex_trylock(&par_lock) != 0) {
-    body(ctx, 0, n);
+    run_body(body, ctx, 0, n);
     return;
   }
   if (!n_threads) start_pool();
   int64_t chunks = n < n_threads ? n : n_threads;
   if (chunks <= 1) {
     pthread_mutex_unlock(&par_lock);
-    body(ctx, 0, n);
+    run_body(body, ctx, 0, n);
     return;
   }
   pthread_mutex_lock(&job_lock);
@@ -225,7 +287,9 @@ void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
   job_epoch++;
   pthread_cond_broadcast(&job_ready);
   pthread_mutex_unlock(&job_lock);
+  kiln_in_parallel_for++;
   run_chunk(0);
+  kiln_in_parallel_for--;
   pthread_mutex_lock(&job_lock);
   while (job_pending) pthread_cond_wait(&job_done, &job_lock);
   pthread_mutex_unlock(&job_lock);

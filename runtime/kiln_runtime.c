@@ -4,14 +4,18 @@
  * fills, and the dispatcher compiled code calls for each custom call. A failing call stops
  * the computation by longjmp-ing back to KilnInvoke, so no later op (and no output of the
  * failed call) runs; the Python side then raises. Compiled code is plain C-like code without
- * destructors, so unwinding it with longjmp is safe; buffers it allocated before the failure
- * are not freed (a leak on the error path only). */
+ * destructors, so unwinding it with longjmp is safe; the temporaries it allocated before
+ * stopping are on the invocation's list (kiln_parallel.c) and are freed then. The same jump
+ * stops a program whose allocation cannot be met and one interrupted by Ctrl-C. */
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kiln/custom_call.h"
+#include "kiln_invocation.h"
 
 struct XlaCustomCallStatus_ {
   int failed;
@@ -108,26 +112,80 @@ static KilnPythonDispatcher python_dispatcher = NULL;
 
 void KilnSetPythonDispatcher(KilnPythonDispatcher dispatcher) { python_dispatcher = dispatcher; }
 
-/* The innermost KilnInvoke of this thread (a Python target may run another program). */
-typedef struct KilnInvocation {
-  jmp_buf jump;
-  XlaCustomCallStatus* status;
-} KilnInvocation;
-
 static _Thread_local KilnInvocation* current_invocation = NULL;
+
+KilnInvocation* kiln_current_invocation(void) { return current_invocation; }
+
+_Noreturn void kiln_invocation_stop(KilnInvocation* invocation, int reason, const char* message) {
+  XlaCustomCallStatusSetFailure(invocation->status, message, strlen(message));
+  invocation->reason = reason;
+  longjmp(invocation->jump, 1);
+}
+
+/* ---- Ctrl-C ------------------------------------------------------------------------------
+ * Compiled code runs inside one C call, where Python's own SIGINT handling only sets a flag
+ * that is read after the call returns: a `while (true)` would never stop. While any program
+ * runs, Kiln's handler also raises `interrupt_requested`, which compiled loops poll through
+ * kiln_check_interrupt (the kiln-interrupt-checks pass), then chains to the previous handler
+ * so Python still sees the signal. */
+static volatile sig_atomic_t interrupt_requested = 0;
+static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
+static int running_programs = 0;
+static struct sigaction previous_sigint;
+
+static void on_sigint(int signo, siginfo_t* info, void* context) {
+  interrupt_requested = 1;
+  if (previous_sigint.sa_flags & SA_SIGINFO) {
+    if (previous_sigint.sa_sigaction) previous_sigint.sa_sigaction(signo, info, context);
+  } else if (previous_sigint.sa_handler != SIG_DFL && previous_sigint.sa_handler != SIG_IGN) {
+    previous_sigint.sa_handler(signo);
+  }
+}
+
+static void program_starts(void) {
+  pthread_mutex_lock(&signal_lock);
+  if (running_programs++ == 0) {
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&mine.sa_mask);
+    interrupt_requested = 0;
+    sigaction(SIGINT, &mine, &previous_sigint);
+  }
+  pthread_mutex_unlock(&signal_lock);
+}
+
+static void program_ends(void) {
+  pthread_mutex_lock(&signal_lock);
+  if (--running_programs == 0) sigaction(SIGINT, &previous_sigint, NULL);
+  pthread_mutex_unlock(&signal_lock);
+}
+
+void kiln_check_interrupt(void) {
+  if (!interrupt_requested) return;
+  KilnInvocation* invocation = current_invocation;
+  /* Only the thread that called KilnInvoke may jump back to it, and not from inside a
+   * parallel-for (its workers would run on): the loop polls again after it. */
+  if (invocation && !kiln_in_parallel_for)
+    kiln_invocation_stop(invocation, KILN_STOPPED_BY_INTERRUPT, "interrupted");
+}
 
 int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status) {
   KilnInvocation invocation;
   KilnInvocation* outer = current_invocation;
   invocation.status = status;
+  invocation.reason = 0;
+  invocation.allocations = NULL;
+  program_starts();
   current_invocation = &invocation;
-  if (setjmp(invocation.jump) != 0) {
-    current_invocation = outer;
-    return 1;
-  }
-  entry(packed);
+  /* The invocation's address is published in current_invocation, so its fields live in
+   * memory (not registers) across the jump. */
+  if (setjmp(invocation.jump) == 0) entry(packed);
   current_invocation = outer;
-  return 0;
+  kiln_pool_release(&invocation.allocations); /* empty unless the program stopped early */
+  program_ends();
+  return invocation.reason;
 }
 
 /* Builds the value of tree node `*node` from the leaf pointers, using `slots` for tuples'
@@ -149,9 +207,13 @@ static void fail(XlaCustomCallStatus* status) {
             status->message ? status->message : "");
     abort();
   }
-  XlaCustomCallStatusSetFailure(invocation->status, status->message ? status->message : "",
-                                status->message ? strlen(status->message) : 0);
-  free(status->message);
+  char* message = status->message;
+  status->message = NULL;
+  /* The status lives in kiln_custom_call's frame, which the jump abandons: copy it first. */
+  XlaCustomCallStatusSetFailure(invocation->status, message ? message : "",
+                                message ? strlen(message) : 0);
+  free(message);
+  invocation->reason = KILN_STOPPED_BY_CUSTOM_CALL;
   longjmp(invocation->jump, 1);
 }
 

@@ -343,16 +343,28 @@ class _ThreadStatus:
             pass
 
 
+# KilnInvoke's results (runtime/kiln_invocation.h).
+_STOPPED_OUT_OF_MEMORY, _STOPPED_BY_INTERRUPT = 2, 3
+
+
 def invoke_entry(address: int, packed) -> None:
-    """Call a compiled `_mlir_ciface_` entry through KilnInvoke; raise if a custom call failed."""
+    """Call a compiled `_mlir_ciface_` entry through KilnInvoke; raise if it stopped early
+    (runtime/kiln_invocation.h: a failed custom call, memory, Ctrl-C). Its temporaries are
+    freed by then."""
     lib = runtime()
     status = _thread_status(lib)
     _pending.exception = None
-    if lib.KilnInvoke(address, packed, status):
+    reason = lib.KilnInvoke(address, packed, status)
+    if reason:
         exc = getattr(_pending, "exception", None)
         _pending.exception = None
         message = lib.KilnStatusMessage(status).decode(errors="replace")
         lib.XlaCustomCallStatusSetSuccess(status)
+        if reason == _STOPPED_BY_INTERRUPT:
+            raise KeyboardInterrupt
+        if reason == _STOPPED_OUT_OF_MEMORY:
+            raise KilnError(message, hint="the program's temporaries do not fit in this "
+                                          "machine's memory; call it on smaller inputs")
         if exc is not None:
             raise exc
         raise CustomCallError(message, hint="a custom-call target reported failure; the "

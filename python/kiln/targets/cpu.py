@@ -9,6 +9,7 @@ from .. import native
 from ..errors import KilnError
 from ..lowering.entry import emit_c_interface
 from ..lowering import codegen, guards, legalize
+from ..lowering.codegen.interrupts import insert_interrupt_checks
 from ..lowering.trust import check_lowered
 from ..lowering.verify import check_legalized
 from ..pipeline import PyPass, Stage
@@ -60,6 +61,7 @@ class CpuTarget(Target):
                 PyPass("reassociate-reductions", codegen.reassociate_reductions),
                 PyPass("copies-as-loops", guards.copies_as_loops),
                 "convert-linalg-to-loops",
+                PyPass("interrupt-checks", insert_interrupt_checks),  # Ctrl-C stops loops
             ]),
             Stage("lower", "everything -> LLVM dialect", [
                 "convert-scf-to-cf",

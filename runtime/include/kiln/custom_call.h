@@ -91,9 +91,12 @@ void KilnSetPythonDispatcher(KilnPythonDispatcher dispatcher);
 /* Called by compiled code: `site` is a KilnCallSite*, `leaves` a void*[] of the operands'
  * then the result's leaf buffers. On failure it does not return (see KilnInvoke). */
 void kiln_custom_call(int64_t site, int64_t leaves);
-/* Calls a compiled entry `entry(packed)`; returns 0, or 1 after a custom call failed (the
- * computation is abandoned there; its message is in `status`). */
+/* Calls a compiled entry `entry(packed)`; returns 0, or why the computation was abandoned
+ * (its message is in `status`, and every temporary it held is freed): 1 a custom call
+ * failed, 2 an allocation could not be met, 3 interrupted (SIGINT). */
 int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status);
+/* Polled by compiled loops: stops the running program (KilnInvoke returns 3) after SIGINT. */
+void kiln_check_interrupt(void);
 
 #ifdef __cplusplus
 }

@@ -207,6 +207,7 @@ class Emitter:
         self.fusion_kind: str | None = None
         self.cur: Instruction | None = None
         self.shape_env: dict[str, Shape] = {}
+        self.computing: list[str] = []         # computations being emitted, outermost first
 
     # ------------------------------------------------------------------ plumbing
     def fresh(self) -> str:
@@ -300,7 +301,19 @@ class Emitter:
         env: dict[str, list[Val]] = {}
         saved_shapes = self.shape_env
         self.shape_env = {i.name: i.shape for i in comp.instructions}
-        for ins in _def_before_use(comp.instructions):
+        if name in self.computing:
+            self.cur = comp.root
+            self.fail(f"computation '{name}' calls itself (through "
+                      + " -> ".join(self.computing[self.computing.index(name):] + [name]) + ")",
+                      hint="HLO computations may not be recursive")
+        try:
+            ordered = _def_before_use(comp.instructions)
+        except _Cycle as cycle:
+            self.cur = cycle.instruction
+            self.fail("instructions form a cycle: " + " -> ".join(cycle.names),
+                      hint="every operand must be computed before its user")
+        self.computing.append(name)
+        for ins in ordered:
             saved = self.cur
             self.cur = ins
             if ins.opcode == "parameter":
@@ -308,8 +321,9 @@ class Emitter:
                     k = int(ins.payload)
                 except (TypeError, ValueError):
                     self.fail(f"expected parameter(<number>), got parameter({ins.payload})")
-                if k >= len(params):
-                    self.fail(f"parameter {k} but computation '{name}' is given {len(params)}")
+                if not 0 <= k < len(params):
+                    self.fail(f"parameter {k} but computation '{name}' is given {len(params)}",
+                              hint=f"parameter numbers run from 0 to {len(params) - 1}")
                 env[ins.name] = params[k]
             else:
                 for o in ins.operands:
@@ -328,6 +342,7 @@ class Emitter:
                     self.fail(f"internal: produced {len(leaves)} values for a shape with {want}")
                 env[ins.name] = leaves
             self.cur = saved
+        self.computing.pop()
         self.shape_env = saved_shapes
         return env[comp.root.name]
 
@@ -1185,27 +1200,39 @@ def _flat_index(shape: Shape, path: list[int]) -> int:
 
 def _def_before_use(instructions):
     """Instructions in an order where operands come first.  Printed HLO already is in
-    that order; the parser accepts any order, so hand-written text may not be."""
+    that order; the parser accepts any order, so hand-written text may not be.  A cycle
+    (`a = add(p, b)`, `b = add(p, a)`) has no such order: it raises _Cycle naming it."""
     by_name = {i.name: i for i in instructions}
-    done, order = set(), []
+    done, on_path, order = set(), set(), []
     for root in instructions:
         if root.name in done:
             continue
         stack = [(root, False)]
         while stack:
             ins, expanded = stack.pop()
-            if ins.name in done:
-                continue
             if expanded:
+                on_path.discard(ins.name)
                 done.add(ins.name)
                 order.append(ins)
                 continue
+            if ins.name in done:
+                continue
+            on_path.add(ins.name)
             stack.append((ins, True))
             for o in reversed(ins.operands):
                 dep = by_name.get(o)
-                if dep is not None and dep.name not in done:
-                    stack.append((dep, False))
+                if dep is None or dep.name in done:
+                    continue
+                if dep.name in on_path:
+                    path = [i.name for i, expanded in stack if expanded and i.name in on_path]
+                    raise _Cycle(dep, path[path.index(dep.name):] + [dep.name])
+                stack.append((dep, False))
     return order
+
+
+class _Cycle(Exception):
+    def __init__(self, instruction, names):
+        self.instruction, self.names = instruction, names
 
 
 def _split_top(text: str) -> list[str]:

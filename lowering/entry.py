@@ -61,3 +61,24 @@ def read_result_sources(func: ir.Operation) -> list[int] | None:
     if RESULT_SOURCES_ATTR not in func.attributes:
         return None
     return list(ir.DenseI64ArrayAttr(func.attributes[RESULT_SOURCES_ATTR]))
+
+
+def copy_repeated_results(module: ir.Module, entry: str | None) -> None:
+    """Return a copy wherever the entry returns one value twice. `dedupe_results` already
+    merged values that were equal in StableHLO, but legalization can make two of them equal
+    later (`convert` s32->s8 and s32->u8 are one `arith.trunci` once integers are signless),
+    and `buffer-results-to-out-params` crashes on a buffer returned twice."""
+    from torch_mlir.dialects import linalg, tensor
+    func = find_entry(module, entry)
+    block = body_block(func)
+    ret = block.operations[len(block.operations) - 1].operation
+    seen: set = set()
+    operands = list(ret.operands)
+    for i, value in enumerate(operands):
+        key = value  # ir.Value compares and hashes by identity of the underlying value
+        if key in seen:
+            ranked = ir.RankedTensorType(value.type)
+            with ir.InsertionPoint(ret), ret.location:
+                empty = tensor.EmptyOp(ranked.shape, ranked.element_type).result
+                ret.operands[i] = linalg.copy(value, outs=[empty])
+        seen.add(key)

@@ -127,3 +127,43 @@ def test_failing_custom_calls_free_the_program_temporaries():
             exe(x)
     assert _rss_mb() - rss < 50
     assert _pool_live_bytes() == live_before
+
+
+def test_results_equal_only_once_signless_are_distinct_buffers():
+    # s32->s8 and s32->u8 are one arith.trunci after legalization: returned twice, the buffer
+    # used to crash buffer-results-to-out-params (SIGSEGV).
+    src = ("func.func @main(%x: tensor<4xi32>) -> (tensor<4xi8>, tensor<4xui8>) {\n"
+           "  %a = stablehlo.convert %x : (tensor<4xi32>) -> tensor<4xi8>\n"
+           "  %b = stablehlo.convert %x : (tensor<4xi32>) -> tensor<4xui8>\n"
+           "  return %a, %b : tensor<4xi8>, tensor<4xui8>\n}")
+    x = np.array([1, -1, 300, 5], np.int32)
+    a, b = kiln.compile(src)(x)
+    np.testing.assert_array_equal(a, x.astype(np.int8))
+    np.testing.assert_array_equal(b, x.astype(np.uint8))
+
+
+def test_jax_dtype_conversions_program_runs():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    import ml_dtypes
+
+    def f(x):
+        outs = []
+        for dt in (jnp.float16, jnp.bfloat16, jnp.int8, jnp.uint8, jnp.bool_):
+            y = x.astype(dt)
+            outs += [y, y.astype(jnp.float32)]
+        outs.append(jax.lax.bitcast_convert_type(x, jnp.uint8))
+        return outs
+
+    x = np.array([0.0, -1.5, 2.25, 300.0, -200.0, 1e-3, 65504.0, 7.0], np.float32)
+    exported = jax.export.export(jax.jit(f))(x)
+    got = kiln.compile(bytes(exported.serialize()))(x)
+    want = f(x)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        if w.dtype == ml_dtypes.bfloat16 or w.dtype == np.float16:
+            np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16))
+        else:
+            np.testing.assert_array_equal(g, w)

@@ -7,7 +7,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 
 from .. import native
 from ..errors import KilnError
-from ..lowering.entry import emit_c_interface
+from ..lowering.entry import copy_repeated_results, emit_c_interface
 from ..lowering import codegen, guards, legalize
 from ..lowering.codegen.interrupts import insert_interrupt_checks
 from ..lowering.trust import check_lowered
@@ -47,6 +47,7 @@ class CpuTarget(Target):
             Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
                                "(XLA: buffer assignment)", [
                 PyPass("emit-c-interface", lambda m: emit_c_interface(m, entry)),
+                PyPass("copy-repeated-results", lambda m: copy_repeated_results(m, entry)),
                 "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
                 "function-boundary-type-conversion=identity-layout-map}",
                 "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",

@@ -10,11 +10,13 @@ import json
 
 from torch_mlir import ir
 
+from ..dialects import check as check_dialect
+from ..dialects import kiln as names
 from ..errors import KilnError
 from .ir_util import body_block, find_entry, function_type, set_results, walk
 
-CHECKS_ATTR = "kiln.checks"
-USER_RESULTS_ATTR = "kiln.user_results"
+CHECKS_ATTR = names.CHECKS
+USER_RESULTS_ATTR = names.USER_RESULTS
 
 # Kinds Kiln evaluates; `_const` kinds compare against their `value` attribute.
 KINDS = {"expect_eq", "expect_almost_eq", "expect_close", "eq", "expect_eq_const",
@@ -53,6 +55,11 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
         if kind is None:
             continue
         where = str(op.location)
+        if kind == "expect_serialized_eq":
+            raise KilnError("check.expect_serialized_eq compares the files the reference "
+                            "interpreter's `interpreter.probe` writes; Kiln compiled code writes "
+                            "none", location=where, hint="check the probed value with "
+                            "check.expect_eq_const")
         if kind not in KINDS:
             raise KilnError(f"unknown check 'check.{kind}'", location=where,
                             hint="Kiln evaluates: " + ", ".join(sorted(KINDS)))
@@ -61,10 +68,7 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
                             hint="place checks at the top level of the entry function")
         operands = list(op.operands)
         if kind.endswith("_const"):
-            with ir.InsertionPoint(op), op.location:
-                const = ir.Operation.create("stablehlo.constant", results=[operands[0].type],
-                                            attributes={"value": op.attributes["value"]})
-            operands.append(const.result)
+            operands.append(check_dialect.expected_value(op).result)
         if len(op.results):
             # `check.eq` yields its verdict; the verdict is enforced after the call instead.
             with ir.InsertionPoint(op), op.location:

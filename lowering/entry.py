@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from .ir_util import body_block, find_entry, function_type, functions, set_results
+from ..dialects import kiln as names
 
 
 def make_entry_only_public(module: ir.Module, entry: str | None) -> None:
@@ -31,7 +32,7 @@ def emit_c_interface(module: ir.Module, entry: str | None) -> None:
     func.attributes["arg_attrs"] = ir.ArrayAttr.get(new)
 
 
-RESULT_SOURCES_ATTR = "kiln.result_sources"
+RESULT_SOURCES_ATTR = names.RESULT_SOURCES
 
 
 def dedupe_results(module: ir.Module, entry: str | None) -> None:

@@ -4,9 +4,11 @@ runs; plus `copies_as_loops`, the CPU codegen fix-up for strided memref copies."
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import linalg
 
 from ..errors import KilnError
 from .ir_util import walk
+from .legalize.hlo_builder import HloBuilder, replace_op, tensor_of
 
 
 def _is_complex(t: ir.Type) -> bool:
@@ -26,89 +28,65 @@ def complex_bitcasts(module: ir.Module) -> None:
         if not (_is_complex(src.type) or _is_complex(res.type)):
             continue
         if src.type == res.type:
-            res.replace_all_uses_with(src)
-            op.erase()
+            replace_op(op, [src])
             continue
-        text = _complex_bitcast_text(ir.RankedTensorType(src.type), ir.RankedTensorType(res.type))
-        if text is None:
+        split = _complex_split(src.type, res.type)
+        if split is None:
             raise KilnError(f"stablehlo.bitcast_convert from {src.type} to {res.type} is not supported",
                             location=str(op.location),
                             hint="bitcast the real and imaginary parts (stablehlo.real/imag) instead")
-        with op.location:
-            helper = ir.Module.parse(text)  # kept alive while its ops are cloned
-        body = helper.body.operations
+        shape, wide_first = split
         with ir.InsertionPoint(op), op.location:
-            mapping = {}
-            for inner in body[0].regions[0].blocks[0].operations:
-                inner = inner.operation
-                if inner.name == "func.return":
-                    res.replace_all_uses_with(mapping[inner.operands[0]])
-                    break
-                clone = inner.clone()
-                for i, operand in enumerate(clone.operands):
-                    clone.operands[i] = mapping.get(operand, src)
-                mapping[inner.results[0]] = clone.results[0]
-        op.erase()
+            h = HloBuilder()
+            out = _split_parts(h, src, shape) if wide_first else _join_parts(h, src, shape)
+        replace_op(op, [out])
 
 
-def _complex_bitcast_text(src: ir.RankedTensorType, res: ir.RankedTensorType) -> str | None:
-    """A function computing the complex<f64> <-> 2 x complex<f32> bitcast, or None."""
-    s_el, r_el = str(src.element_type), str(res.element_type)
+def _complex_split(src: ir.Type, res: ir.Type) -> tuple[list[int], bool] | None:
+    """(S, True) for complex<f64>[S] -> complex<f32>[S, 2], (S, False) for the reverse, else
+    None (other complex bitcasts, dynamic shapes)."""
+    src, res = ir.RankedTensorType(src), ir.RankedTensorType(res)
     if not (src.has_static_shape and res.has_static_shape):
         return None
+    s_el, r_el = str(src.element_type), str(res.element_type)
     if s_el == "complex<f64>" and r_el == "complex<f32>":
-        shape, wide_first = list(src.shape), True
-    elif s_el == "complex<f32>" and r_el == "complex<f64>":
-        shape, wide_first = list(res.shape), False
-    else:
-        return None
+        return list(src.shape), True
+    if s_el == "complex<f32>" and r_el == "complex<f64>":
+        return list(res.shape), False
+    return None
 
-    def t(element: str, extra: list[int] = ()) -> str:
-        dims = "x".join(str(d) for d in shape + list(extra))
-        return f"tensor<{dims + 'x' if dims else ''}{element}>"
 
-    rank = len(shape)
-    lines = []
-    if wide_first:  # complex<f64>[S] -> complex<f32>[S, 2]: element k holds part k's 2 halves
-        lines.append(f"%mask = stablehlo.constant dense<4294967295> : {t('ui64')}")
-        lines.append(f"%c32 = stablehlo.constant dense<32> : {t('ui64')}")
-        for part in ("real", "imag"):
-            p = part[:2]
-            lines += [
-                f"%{p} = stablehlo.{part} %x : ({src}) -> {t('f64')}",
-                f"%{p}b = stablehlo.bitcast_convert %{p} : ({t('f64')}) -> {t('ui64')}",
-                f"%{p}lo64 = stablehlo.and %{p}b, %mask : {t('ui64')}",
-                f"%{p}hi64 = stablehlo.shift_right_logical %{p}b, %c32 : {t('ui64')}",
-                f"%{p}lo32 = stablehlo.convert %{p}lo64 : ({t('ui64')}) -> {t('ui32')}",
-                f"%{p}hi32 = stablehlo.convert %{p}hi64 : ({t('ui64')}) -> {t('ui32')}",
-                f"%{p}lo = stablehlo.bitcast_convert %{p}lo32 : ({t('ui32')}) -> {t('f32')}",
-                f"%{p}hi = stablehlo.bitcast_convert %{p}hi32 : ({t('ui32')}) -> {t('f32')}",
-                f"%{p}c = stablehlo.complex %{p}lo, %{p}hi : {t('complex<f32>')}",
-                f"%{p}r = stablehlo.reshape %{p}c : ({t('complex<f32>')}) -> {t('complex<f32>', [1])}",
-            ]
-        lines.append(f"%out = stablehlo.concatenate %rer, %imr, dim = {rank} : "
-                     f"({t('complex<f32>', [1])}, {t('complex<f32>', [1])}) -> {res}")
-    else:  # complex<f32>[S, 2] -> complex<f64>[S]
-        lines.append(f"%c32 = stablehlo.constant dense<32> : {t('ui64')}")
-        for k, p in enumerate(("re", "im")):
-            lo, hi = [0] * rank + [k], [*shape, k + 1]
-            lines += [
-                f"%{p}s = stablehlo.slice %x [{', '.join(f'{a}:{b}' for a, b in zip(lo, hi))}] : "
-                f"({src}) -> {t('complex<f32>', [1])}",
-                f"%{p}e = stablehlo.reshape %{p}s : ({t('complex<f32>', [1])}) -> {t('complex<f32>')}",
-                f"%{p}lof = stablehlo.real %{p}e : ({t('complex<f32>')}) -> {t('f32')}",
-                f"%{p}hif = stablehlo.imag %{p}e : ({t('complex<f32>')}) -> {t('f32')}",
-                f"%{p}lo32 = stablehlo.bitcast_convert %{p}lof : ({t('f32')}) -> {t('ui32')}",
-                f"%{p}hi32 = stablehlo.bitcast_convert %{p}hif : ({t('f32')}) -> {t('ui32')}",
-                f"%{p}lo = stablehlo.convert %{p}lo32 : ({t('ui32')}) -> {t('ui64')}",
-                f"%{p}hi0 = stablehlo.convert %{p}hi32 : ({t('ui32')}) -> {t('ui64')}",
-                f"%{p}hi = stablehlo.shift_left %{p}hi0, %c32 : {t('ui64')}",
-                f"%{p}b = stablehlo.or %{p}lo, %{p}hi : {t('ui64')}",
-                f"%{p} = stablehlo.bitcast_convert %{p}b : ({t('ui64')}) -> {t('f64')}",
-            ]
-        lines.append(f"%out = stablehlo.complex %re, %im : {res}")
-    body = "\n  ".join(lines)
-    return f"func.func @f(%x: {src}) -> {res} {{\n  {body}\n  return %out : {res}\n}}"
+def _splat(h: HloBuilder, value: int, shape: list[int], etype: str) -> ir.Value:
+    t = tensor_of(shape, etype)
+    return h.op("stablehlo.constant", [], shape, etype, value=ir.DenseElementsAttr.get_splat(
+        t, ir.IntegerAttr.get(t.element_type, value)))
+
+
+def _split_parts(h: HloBuilder, x: ir.Value, shape: list[int]) -> ir.Value:
+    """complex<f64>[S] -> complex<f32>[S, 2]: element k holds part k's low and high halves."""
+    mask = _splat(h, 0xFFFFFFFF, shape, "ui64")
+    c32 = _splat(h, 32, shape, "ui64")
+    halves = []
+    for part in (h.real, h.imag):
+        bits = h.unary("bitcast_convert", part(x), "ui64")
+        lo64, hi64 = h.binary("and", bits, mask), h.binary("shift_right_logical", bits, c32)
+        lo32, hi32 = h.convert(lo64, "ui32"), h.convert(hi64, "ui32")
+        lo, hi = h.unary("bitcast_convert", lo32, "f32"), h.unary("bitcast_convert", hi32, "f32")
+        halves.append(h.reshape(h.complex(lo, hi), [*shape, 1]))
+    return h.concatenate(halves, len(shape))
+
+
+def _join_parts(h: HloBuilder, x: ir.Value, shape: list[int]) -> ir.Value:
+    """complex<f32>[S, 2] -> complex<f64>[S]: part k from element k's two halves."""
+    c32 = _splat(h, 32, shape, "ui64")
+    parts = []
+    for k in range(2):
+        pair = h.reshape(h.slice(x, [0] * len(shape) + [k], [*shape, k + 1]), shape)
+        lo_f, hi_f = h.real(pair), h.imag(pair)
+        lo32, hi32 = h.unary("bitcast_convert", lo_f, "ui32"), h.unary("bitcast_convert", hi_f, "ui32")
+        lo, hi = h.convert(lo32, "ui64"), h.binary("shift_left", h.convert(hi32, "ui64"), c32)
+        parts.append(h.unary("bitcast_convert", h.binary("or", lo, hi), "f64"))
+    return h.complex(*parts)
 
 
 GUARDS: list = [complex_bitcasts]
@@ -124,9 +102,6 @@ def copies_as_loops(module: ir.Module) -> None:
     call of `memrefCopy` from MLIR's C runner library, which the JIT does not load: the
     unresolved symbol made the program jump to address 0. Such copies become `linalg.copy`,
     which the codegen stage turns into plain loops. Contiguous copies stay memcpy."""
-    from torch_mlir.dialects import linalg
-    from .ir_util import walk
-
     def identity(t) -> bool:
         layout = ir.MemRefType(t).layout
         # An identity map prints as `(d0, d1) -> (d0, d1)`; anything else (strided<...>) is not.

@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torch_mlir import ir
-from torch_mlir.dialects import linalg
+from torch_mlir.dialects import arith, func, linalg, scf, tensor
+
+from . import builders
+from ...dialects import kiln as names
 
 # Below this many multiply-adds a loop nest is as fast as a library call and keeps small
 # programs (most of the conformance suite) on the plain path.
@@ -43,7 +46,6 @@ MIN_MACS = 32 * 32 * 32
 # far more (60 ms vs 230 ms). Smaller calls (e.g. a convolution's per-row gemms) run on the
 # calling thread only.
 PARALLEL_MACS = 1 << 20
-_SET_THREADS = "openblas_set_num_threads_local"
 
 _GEMM = {"f32": "s", "f64": "d"}   # element type -> BLAS precision letter
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
@@ -149,7 +151,7 @@ def _float_kind(t: ir.Type) -> str | None:
     return s if s in _GEMM else None
 
 
-_OUTLINED = "kiln.outlined_contraction"
+_OUTLINED = names.OUTLINED_CONTRACTION
 
 
 def protect_contractions(module: ir.Module) -> None:
@@ -182,24 +184,17 @@ def protect_contractions(module: ir.Module) -> None:
     todo = [_fold_transpose(op) for op in todo]
     symbols = ir.SymbolTable(module.operation)
     for n, op in enumerate(todo):
-        name = f"kiln_contraction_{n}"
-        while name in symbols:
-            name += "_"
-        types = [v.type for v in op.operands]
-        with ir.InsertionPoint(module.body), op.location:
-            ftype = ir.FunctionType.get(types, [op.results[0].type])
-            func = ir.Operation.create("func.func", attributes={
-                "sym_name": ir.StringAttr.get(name), "function_type": ir.TypeAttr.get(ftype),
-                "sym_visibility": ir.StringAttr.get("private"), _OUTLINED: ir.UnitAttr.get()},
-                regions=1)
-            entry = func.regions[0].blocks.append(*types)
-        with ir.InsertionPoint(entry), op.location:
-            new = _contract(op, list(entry.arguments))
-            ir.Operation.create("func.return", operands=[new.results[0]])
-        with ir.InsertionPoint(op), op.location:
-            call = ir.Operation.create("func.call", results=[op.results[0].type],
-                                       operands=list(op.operands),
-                                       attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        name = builders.unique_symbol(symbols, f"kiln_contraction_{n}")
+        with op.location:
+            outlined = builders.define_private(module, symbols, name,
+                                               [v.type for v in op.operands], [op.results[0].type])
+            outlined.operation.attributes[_OUTLINED] = ir.UnitAttr.get()
+            with ir.InsertionPoint(outlined.entry_block):
+                new = _contract(op, list(outlined.entry_block.arguments))
+                func.ReturnOp([new.results[0]])
+            with ir.InsertionPoint(op):
+                call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name),
+                                   list(op.operands))
         op.results[0].replace_all_uses_with(call.results[0])
         op.erase()
 
@@ -283,24 +278,17 @@ def _fold_transpose(op: ir.Operation) -> ir.Operation:
     with op.context, user.location:
         c_map = ir.AffineMap.get(n_dims, 0, [ir.AffineDimExpr.get(d) for d in new_c])
         new_maps = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in (maps[0], maps[1], c_map)])
-        y_type = user.results[0].type
+        y_type = ir.RankedTensorType(user.results[0].type)
         with ir.InsertionPoint(user):
-            empty = ir.Operation.create("tensor.empty", results=[y_type])
-            zero = ir.Operation.create("linalg.fill", results=[y_type],
-                                       operands=[fill.operands[0], empty.results[0]],
-                                       attributes={"operandSegmentSizes":
-                                                   ir.DenseI32ArrayAttr.get([1, 1])},
-                                       regions=1)
-            fblock = zero.regions[0].blocks.append(fill.operands[0].type, ir.RankedTensorType(y_type).element_type)
-            with ir.InsertionPoint(fblock):
-                ir.Operation.create("linalg.yield", operands=[fblock.arguments[0]])
+            empty = tensor.EmptyOp(list(y_type.shape), y_type.element_type)
+            zero = linalg.fill(fill.operands[0], outs=[empty.result])
             if op.name != "linalg.generic":  # named matmul / batch_matmul
                 iterators = ["parallel"] * n_dims
                 for d in set(dims[0]) & set(dims[1]) - set(dims[2]):
                     iterators[d] = "reduction"
                 op.attributes["iterator_types"] = ir.ArrayAttr.get(
-                    [ir.Attribute.parse(f"#linalg.iterator_type<{t}>") for t in iterators])
-            new = _contract(op, [op.operands[0], op.operands[1], zero.results[0]],
+                    [builders.iterator_type(t) for t in iterators])
+            new = _contract(op, [op.operands[0], op.operands[1], zero],
                             "linalg.generic", new_maps)
     user.results[0].replace_all_uses_with(new.results[0])
     user.erase()
@@ -336,15 +324,15 @@ def restore_contractions(module: ir.Module) -> None:
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     for call in calls:
-        func = funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
-        contract = next(o.operation for o in func.regions[0].blocks[0].operations
+        outlined = funcs[ir.FlatSymbolRefAttr(call.attributes["callee"]).value]
+        contract = next(o.operation for o in outlined.regions[0].blocks[0].operations
                         if o.operation.name == "linalg.contract")
         with ir.InsertionPoint(call), call.location:
             new = _contract(contract, list(call.operands))
         call.results[0].replace_all_uses_with(new.results[0])
         call.erase()
-    for func in funcs.values():
-        func.erase()
+    for outlined in funcs.values():
+        outlined.erase()
 
 
 def _big_enough(op: ir.Operation) -> bool:
@@ -531,78 +519,66 @@ def _conv_plan(op: ir.Operation):
             "C": o, "batch": [(e, st) for e, st in loops if e > 1], "accumulates": True}
 
 
-def _call_text(plan, name: str, beta: float, one_thread: bool = False) -> str:
-    """A private function doing the contraction with `cblas_?gemm` calls (on the calling
-    thread only if `one_thread`)."""
+def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name: str,
+                         beta: float, one_thread: bool = False) -> None:
+    """A private function `name` doing the contraction with `cblas_?gemm` calls (on the calling
+    thread only if `one_thread`), taking the op's operands in the op's order (BLAS's A and B
+    may be swapped). Built at the module's end, with the current location."""
     lib = blas()
     et = plan["kind"]
-    fn = lib.gemm(et)
     size = 4 if et == "f32" else 8
     (a, ta, lda), (b, tb, ldb), c = plan["A"], plan["B"], plan["C"]
-    # the function takes the op's operands in the op's order (BLAS's A/B may be swapped)
     order = plan["operands"]
-    args = {id(o): n for o, n in zip(order, ("%a", "%b", "%c"))}
-    ops = [f"func.func private @{name}(" + ", ".join(f"{args[id(o)]}: {o.type}" for o in order)
-           + ") {"]
-    consts = {}
-
-    def const(v, t="index"):
-        key = (v, t)
-        if key not in consts:
-            consts[key] = f"%k{len(consts)}"
-            ops.append(f"  {consts[key]} = arith.constant {v} : {t}")
-        return consts[key]
-    base = {}
-    for o in (a, b, c):
-        n = args[id(o)][1:]
-        rank = o.type.rank
-        ops.append(f"  %p{n} = memref.extract_aligned_pointer_as_index {args[id(o)]} : {o.type} -> index")
-        idx = ", ".join(["index"] * (2 * rank))
-        ops.append(f"  %base{n}, %off{n}, %sz{n}:{rank}, %st{n}:{rank} = memref.extract_strided_metadata "
-                   f"{args[id(o)]} : {o.type} -> memref<{et}>, index, {idx}")
-        ops.append(f"  %ob{n} = arith.muli %off{n}, {const(size)} : index")
-        ops.append(f"  %q{n} = arith.addi %p{n}, %ob{n} : index")
-        base[id(o)] = f"%q{n}"
+    fn = builders.define_private(module, symbols, name, [o.type for o in order])
+    entry = fn.entry_block
+    arg = {id(o): v for o, v in zip(order, entry.arguments)}
+    const = builders.Constants(entry)   # hoisted to the top, in the order of first use
+    with ir.InsertionPoint(entry):
+        ret = func.ReturnOp([])
+    with ir.InsertionPoint(ret):
+        base = {id(o): builders.element_address(arg[id(o)], size, const) for o in (a, b, c)}
+        if one_thread:
+            threads = func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS),
+                                  [const(1, builders.i32())]).result
+    # one loop per batch dim, each iteration moving the three base addresses on
+    inner = ir.InsertionPoint(ret)
+    for extent, strides in plan["batch"]:
+        with inner:
+            loop = scf.ForOp(const(0), const(extent), const(1))
+        with ir.InsertionPoint(loop.body):
+            yield_ = scf.YieldOp([])
+        inner = ir.InsertionPoint(yield_)
+        with inner:
+            for o in (a, b, c):
+                step = arith.muli(loop.induction_variable, const(strides[id(o)] * size))
+                base[id(o)] = arith.addi(base[id(o)], step)
+    enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
+    n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
+    flt = lambda v: const(v, _element(et))  # noqa: E731
+    with inner:
+        pa, pb, pc = (builders.as_pointer(base[id(o)]) for o in (a, b, c))
+        func.CallOp([], ir.FlatSymbolRefAttr.get(lib.gemm(et)), [
+            enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS), enum(_TRANS if tb else _NO_TRANS),
+            n(plan["M"]), n(plan["N"]), n(plan["K"]), flt(1.0), pa, n(lda), pb, n(ldb),
+            flt(beta), pc, n(plan["ldc"])])
     if one_thread:
-        ops.append(f"  %threads = func.call @{_SET_THREADS}({const(1, 'i32')}) : (i32) -> i32")
-    indent = "  "
-    closers = []
-    for i, (extent, strides) in enumerate(plan["batch"]):
-        ops.append(f"{indent}scf.for %i{i} = {const(0)} to {const(extent)} step {const(1)} {{")
-        closers.append(indent + "}")
-        indent += "  "
-        for o in (a, b, c):
-            n = args[id(o)][1:]
-            step = strides[id(o)] * size
-            ops.append(f"{indent}%d{n}{i} = arith.muli %i{i}, {const(step)} : index")
-            ops.append(f"{indent}%q{n}{i} = arith.addi {base[id(o)]}, %d{n}{i} : index")
-            base[id(o)] = f"%q{n}{i}"
-    ptrs = []
-    for o in (a, b, c):
-        n = args[id(o)][1:]
-        ops.append(f"{indent}%i64{n} = arith.index_cast {base[id(o)]} : index to i64")
-        ops.append(f"{indent}%ptr{n} = llvm.inttoptr %i64{n} : i64 to !llvm.ptr")
-        ptrs.append(f"%ptr{n}")
-    enum = lambda v: const(v, "i32")  # noqa: E731 - CBLAS enums are C ints
-    n = lambda v: const(v, lib.int_type)  # noqa: E731 - sizes are blasint
-    flt = lambda v: const(f"{v:.1f}", et)  # noqa: E731
-    call_args = [enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS),
-                 enum(_TRANS if tb else _NO_TRANS), n(plan["M"]), n(plan["N"]), n(plan["K"]),
-                 flt(1.0), ptrs[0], n(lda), ptrs[1], n(ldb), flt(beta), ptrs[2], n(plan["ldc"])]
-    ops.append(f"{indent}func.call @{fn}({', '.join(call_args)}) : ({_signature(et, lib.int_type)}) -> ()")
-    ops.extend(reversed(closers))
-    if one_thread:
-        ops.append(f"  %restored = func.call @{_SET_THREADS}(%threads) : (i32) -> i32")
-    ops.append("  return")
-    ops.append("}")
-    # constants were appended where first used; hoist them to the top of the body
-    body = [l for l in ops[1:] if " = arith.constant " not in l]
-    hoisted = [l.strip() for l in ops[1:] if " = arith.constant " in l]
-    return "\n".join([ops[0]] + ["  " + l for l in hoisted] + body)
+        with ir.InsertionPoint(ret):
+            func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS), [threads])
 
 
-def _signature(et: str, n: str) -> str:
-    return f"i32, i32, i32, {n}, {n}, {n}, {et}, !llvm.ptr, {n}, !llvm.ptr, {n}, {et}, !llvm.ptr, {n}"
+def _element(et: str) -> ir.Type:
+    return ir.F32Type.get() if et == "f32" else ir.F64Type.get()
+
+
+def _blasint(lib: Blas) -> ir.Type:
+    return builders.i32() if lib.int_type == "i32" else builders.i64()
+
+
+def _gemm_signature(et: str, lib: Blas) -> list[ir.Type]:
+    """cblas_?gemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)."""
+    e, n = _element(et), _blasint(lib)
+    i32, ptr = builders.i32(), builders.pointer()
+    return [i32, i32, i32, n, n, n, e, ptr, n, ptr, n, e, ptr, n]
 
 
 def _zero_fill_before(op: ir.Operation, out: ir.Value):
@@ -648,25 +624,20 @@ def blas_calls(module: ir.Module) -> None:
     for n, (op, plan) in enumerate(todo):
         # a convolution accumulates over the window: its zero fill must stay
         fill = None if plan.get("accumulates") else _zero_fill_before(op, plan["C"].value)
-        name = f"kiln_gemm_{n}"
-        while name in symbols:
-            name += "_"
+        name = builders.unique_symbol(symbols, f"kiln_gemm_{n}")
         lib = blas()
-        fn, et = lib.gemm(plan["kind"]), plan["kind"]
+        et = plan["kind"]
         one_thread = thread_control() and plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
-        text = _call_text(plan, name, 0.0 if fill is not None else 1.0, one_thread)
-        text += f"\nfunc.func private @{fn}({_signature(et, lib.int_type)})"
-        if one_thread:
-            text += f"\nfunc.func private @{_SET_THREADS}(i32) -> i32"
-        helper = ir.Module.parse(text)
-        for f in list(helper.body.operations):
-            sym = ir.StringAttr(f.operation.attributes["sym_name"]).value
-            if sym not in symbols:
-                module.body.append(f.operation)
-                symbols.insert(f.operation)
-        with ir.InsertionPoint(op), op.location:
-            ir.Operation.create("func.call", operands=list(op.operands),
-                                attributes={"callee": ir.FlatSymbolRefAttr.get(name)})
+        with op.location:
+            _build_gemm_function(module, symbols, plan, name, 0.0 if fill is not None else 1.0,
+                                 one_thread)
+            builders.declare_external(module, symbols, lib.gemm(et),
+                                      _gemm_signature(et, lib))
+            if one_thread:
+                builders.declare_external(module, symbols, _SET_THREADS, [builders.i32()],
+                                          [builders.i32()])
+            with ir.InsertionPoint(op):
+                func.CallOp([], ir.FlatSymbolRefAttr.get(name), list(op.operands))
         op.erase()
         if fill is not None:
             fill.erase()

@@ -15,6 +15,9 @@ the accumulating `arith.addf`/`mulf`/`maximumf`/`minimumf` of a linalg reduction
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import arith, math
+
+from .builders import fastmath
 
 # Cephes expf: exp(x) = 2^m * exp(r), r = x - m ln2 in [-ln2/2, ln2/2], ln2 = C1 + C2.
 _EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
@@ -26,41 +29,27 @@ _TANH_SPLIT = 0.625
 
 
 class _Builder:
-    """Emit scalar f32 arithmetic at the insertion point (text-free, via generic create)."""
+    """Scalar f32 arithmetic at the current insertion point, with the current location."""
 
-    def __init__(self, loc):
-        self.loc = loc
+    def __init__(self):
         self.f32 = ir.F32Type.get()
         self.i32 = ir.IntegerType.get_signless(32)
 
-    def op(self, name, *operands, result=None, attrs=None):
-        result = result or operands[0].type
-        return ir.Operation.create(name, results=[result], operands=list(operands),
-                                   attributes=attrs or {}, loc=self.loc).results[0]
-
     def c(self, v: float):
-        return ir.Operation.create("arith.constant", results=[self.f32],
-                                   attributes={"value": ir.FloatAttr.get(self.f32, v)},
-                                   loc=self.loc).results[0]
+        return arith.ConstantOp(self.f32, ir.FloatAttr.get(self.f32, v)).result
 
     def ci(self, v: int):
-        return ir.Operation.create("arith.constant", results=[self.i32],
-                                   attributes={"value": ir.IntegerAttr.get(self.i32, v)},
-                                   loc=self.loc).results[0]
+        return arith.ConstantOp(self.i32, ir.IntegerAttr.get(self.i32, v)).result
 
-    def add(self, a, b): return self.op("arith.addf", a, b)
-    def sub(self, a, b): return self.op("arith.subf", a, b)
-    def mul(self, a, b): return self.op("arith.mulf", a, b)
-    def div(self, a, b): return self.op("arith.divf", a, b)
-    def fma(self, a, b, c): return self.op("math.fma", a, b, c)
-    def max(self, a, b): return self.op("arith.maximumf", a, b)
-    def min(self, a, b): return self.op("arith.minimumf", a, b)
-
-    def cmp(self, pred: int, a, b):
-        return self.op("arith.cmpf", a, b, result=ir.IntegerType.get_signless(1),
-                       attrs={"predicate": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pred)})
-
-    def select(self, c, a, b): return self.op("arith.select", c, a, b, result=a.type)
+    def add(self, a, b): return arith.addf(a, b)
+    def sub(self, a, b): return arith.subf(a, b)
+    def mul(self, a, b): return arith.mulf(a, b)
+    def div(self, a, b): return arith.divf(a, b)
+    def fma(self, a, b, c): return math.fma(a, b, c)
+    def max(self, a, b): return arith.maximumf(a, b)
+    def min(self, a, b): return arith.minimumf(a, b)
+    def cmp(self, pred: arith.CmpFPredicate, a, b): return arith.cmpf(pred, a, b)
+    def select(self, c, a, b): return arith.select(c, a, b)
 
     def horner(self, x, coeffs):
         acc = self.c(coeffs[0])
@@ -70,27 +59,28 @@ class _Builder:
 
     def pow2(self, m_int):
         """2^m as f32 for m in [-126, 127], built from the exponent bits."""
-        biased = self.op("arith.addi", m_int, self.ci(127))
-        bits = self.op("arith.shli", biased, self.ci(23))
-        return self.op("arith.bitcast", bits, result=self.f32)
+        biased = arith.addi(m_int, self.ci(127))
+        bits = arith.shli(biased, self.ci(23))
+        return arith.bitcast(self.f32, bits)
 
 
-_OLT, _OGE, _UNO = 4, 3, 14  # arith.cmpf predicates: ordered <, ordered >=, unordered (NaN)
+# arith.cmpf predicates: ordered <, unordered (NaN)
+_OLT, _UNO = arith.CmpFPredicate.OLT, arith.CmpFPredicate.UNO
 
 
 def _exp(b: _Builder, x):
     # x in [-104, 88.8] covers every finite result (and its rounding to 0 or inf)
     xc = b.min(b.max(x, b.c(-104.0)), b.c(88.8))
-    m = b.op("math.floor", b.fma(xc, b.c(1.44269504088896341), b.c(0.5)))
+    m = math.floor(b.fma(xc, b.c(1.44269504088896341), b.c(0.5)))
     r = b.fma(m, b.c(-0.693359375), xc)
     r = b.fma(m, b.c(2.12194440e-4), r)
     p = b.horner(r, _EXP_POLY)
     y = b.add(b.fma(b.mul(p, r), r, r), b.c(1.0))
     # 2^m in two halves so that m in [-150, 128] neither overflows the exponent field
     # early nor skips gradual underflow.
-    mi = b.op("arith.fptosi", m, result=b.i32)
-    m1 = b.op("arith.shrsi", mi, b.ci(1))
-    m2 = b.op("arith.subi", mi, m1)
+    mi = arith.fptosi(b.i32, m)
+    m1 = arith.shrsi(mi, b.ci(1))
+    m2 = arith.subi(mi, m1)
     result = b.mul(b.mul(y, b.pow2(m1)), b.pow2(m2))
     return b.select(b.cmp(_UNO, x, x), x, result)
 
@@ -101,11 +91,11 @@ def _tanh(b: _Builder, x):
     # saturates to exactly +-1 (exp overflows to inf for |x| > 44, NaN stays NaN).
     x2 = b.mul(x, x)
     small = b.fma(b.mul(b.mul(b.horner(x2, _TANH_POLY), x2), x), b.c(1.0), x)
-    ax = b.op("math.absf", x)
+    ax = math.absf(x)
     e = _exp(b, b.add(ax, ax))
     big = b.sub(b.c(1.0), b.div(b.c(2.0), b.add(e, b.c(1.0))))
     # tanh is odd: the sign of x (also for -0.0, where x + x^3 P rounds to +0.0)
-    return b.op("math.copysign", b.select(b.cmp(_OLT, ax, b.c(_TANH_SPLIT)), small, big), x)
+    return math.copysign(b.select(b.cmp(_OLT, ax, b.c(_TANH_SPLIT)), small, big), x)
 
 
 _APPROX = {"math.exp": _exp, "math.tanh": _tanh}
@@ -124,7 +114,7 @@ def approximate_math(module: ir.Module) -> None:
     module.operation.walk(visit)
     for op in todo:
         with ir.InsertionPoint(op), op.location:
-            value = _APPROX[op.name](_Builder(op.location), op.operands[0])
+            value = _APPROX[op.name](_Builder(), op.operands[0])
         op.results[0].replace_all_uses_with(value)
         op.erase()
 
@@ -152,7 +142,7 @@ def reassociate_reductions(module: ir.Module) -> None:
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     for op in todo:
-        op.attributes["fastmath"] = ir.Attribute.parse("#arith.fastmath<reassoc>")
+        op.attributes["fastmath"] = fastmath("reassoc")
 
 
 def _output_args(op: ir.Operation, block: ir.Block) -> list:

@@ -20,8 +20,12 @@ LLVM still vectorizes them. Measured on the shared 2-core VM: gelu over 4M eleme
 from __future__ import annotations
 
 from torch_mlir import ir
+from torch_mlir.dialects import arith, builtin, func, llvm, memref
+
+from . import builders
 
 MIN_ITERATIONS = 1 << 18
+_PARALLEL_FOR = "kiln_parallel_for"   # runtime/kiln_parallel.c
 _ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4,
                "i64": 8}
 
@@ -129,70 +133,87 @@ def _captured_constants(op: ir.Operation):
     return found if ok[0] else None
 
 
-def _struct(rank: int) -> str:
+def _descriptor_type(rank: int) -> ir.Type:
+    """The LLVM struct of a memref descriptor: (allocated, aligned, offset, sizes, strides)."""
+    ptr, i64 = builders.pointer(), builders.i64()
     if rank == 0:
-        return "!llvm.struct<(ptr, ptr, i64)>"
-    return f"!llvm.struct<(ptr, ptr, i64, array<{rank} x i64>, array<{rank} x i64>)>"
+        return llvm.StructType.get_literal([ptr, ptr, i64])
+    array = llvm.ArrayType.get(i64, rank)
+    return llvm.StructType.get_literal([ptr, ptr, i64, array, array])
 
 
-def _strided(t: ir.MemRefType, strides: list[int]) -> str:
-    shape = "".join(f"{n}x" for n in t.shape)
-    return f"memref<{shape}{t.element_type}, strided<[{', '.join(map(str, strides))}]>>"
+def _strided(t: ir.MemRefType, strides: list[int]) -> ir.MemRefType:
+    """`t` with its strides spelled out (offset 0)."""
+    return ir.MemRefType.get(list(t.shape), t.element_type, ir.StridedLayoutAttr.get(0, strides))
 
 
-def _body_text(name: str, plan) -> str:
-    """The outlined function up to (not including) the linalg op: rebuild each operand from
-    its address in ctx, then take its [begin, end) slice along the split dimension."""
+def _subview_type(t: ir.MemRefType, strides: list[int], pos: int) -> ir.MemRefType:
+    """`t` restricted to a dynamic range along dimension `pos`, at a dynamic offset."""
+    dynamic = ir.ShapedType.get_dynamic_size()
+    shape = [dynamic if k == pos else n for k, n in enumerate(t.shape)]
+    layout = ir.StridedLayoutAttr.get(ir.ShapedType.get_dynamic_stride_or_offset(), strides)
+    return ir.MemRefType.get(shape, t.element_type, layout)
+
+
+def _build_body(module: ir.Module, symbols: ir.SymbolTable, name: str, op: ir.Operation,
+                plan) -> None:
+    """The outlined function `name(ctx, begin, end)`: rebuild each operand from its address in
+    ctx, take its [begin, end) slice along the split dimension, and run a clone of `op` (with
+    the outside constants its body uses) on the slices."""
     split = plan["split"]
-    lines = [f"func.func private @{name}(%ctx: !llvm.ptr, %begin: i64, %end: i64) {{",
-             "  %zero = llvm.mlir.constant(0 : i64) : i64",
-             "  %b = arith.index_cast %begin : i64 to index",
-             "  %e = arith.index_cast %end : i64 to index",
-             "  %len = arith.subi %e, %b : index"]
-    consts = set()
-    for i, ((t, strides), dims) in enumerate(zip(plan["types"], plan["maps"])):
-        rank = t.rank
-        st = _struct(rank)
-        # One load per distinct operand: an op updating a buffer in place must see one
-        # pointer, or LLVM's runtime overlap check sends the loop to its scalar version.
-        src = plan["slots"][i]
-        if src == i:
-            lines.append(f"  %g{i} = llvm.getelementptr %ctx[{i}] : (!llvm.ptr) -> !llvm.ptr, i64")
-            lines.append(f"  %a{i} = llvm.load %g{i} : !llvm.ptr -> !llvm.ptr")
-        lines.append(f"  %d{i}_0 = llvm.mlir.undef : {st}")
-        lines.append(f"  %d{i}_1 = llvm.insertvalue %a{src}, %d{i}_0[0] : {st}")
-        lines.append(f"  %d{i}_2 = llvm.insertvalue %a{src}, %d{i}_1[1] : {st}")
-        lines.append(f"  %d{i}_3 = llvm.insertvalue %zero, %d{i}_2[2] : {st}")
-        last = f"%d{i}_3"
-        for k, (n, s) in enumerate(zip(t.shape, strides)):
-            for v in (n, s):
-                if v not in consts:
-                    consts.add(v)
-                    lines.insert(1, f"  %c{v} = llvm.mlir.constant({v} : i64) : i64")
-            lines.append(f"  %d{i}_s{k} = llvm.insertvalue %c{n}, {last}[3, {k}] : {st}")
-            lines.append(f"  %d{i}_t{k} = llvm.insertvalue %c{s}, %d{i}_s{k}[4, {k}] : {st}")
-            last = f"%d{i}_t{k}"
-        full = _strided(t, strides)
-        lines.append(f"  %m{i} = builtin.unrealized_conversion_cast {last} : {st} to {full}")
-        if split in dims:
-            pos = dims.index(split)
-            offsets = ["0"] * rank
-            sizes = [str(n) for n in t.shape]
-            offsets[pos], sizes[pos] = "%b", "%len"
-            ones = ", ".join(["1"] * rank)
-            lines.append(f"  %v{i} = memref.subview %m{i}[{', '.join(offsets)}] "
-                         f"[{', '.join(sizes)}] [{ones}] : {full} to "
-                         f"{_subview_type(t, strides, pos)}")
-        else:
-            lines.append(f"  %v{i} = memref.cast %m{i} : {full} to {full}")
-    lines.append("  return")
-    lines.append("}")
-    return "\n".join(lines)
+    i64 = builders.i64()
+    fn = builders.define_private(module, symbols, name, [builders.pointer(), i64, i64])
+    entry = fn.entry_block
+    ctx, begin, end = entry.arguments
+    # llvm.mlir.constant i64s for the descriptors' sizes and strides, one per value
+    const = builders.Constants(entry, builders.llvm_constant, newest_first=True)
+    with ir.InsertionPoint(entry):
+        ret = func.ReturnOp([])
+    with ir.InsertionPoint(ret):
+        zero = builders.llvm_constant(0, i64)
+        b = arith.index_cast(builders.index(), begin)
+        e = arith.index_cast(builders.index(), end)
+        length = arith.subi(e, b)
+        addresses, views = {}, []
+        for i, ((t, strides), dims) in enumerate(zip(plan["types"], plan["maps"])):
+            # One load per distinct operand: an op updating a buffer in place must see one
+            # pointer, or LLVM's runtime overlap check sends the loop to its scalar version.
+            src = plan["slots"][i]
+            if src == i:
+                slot = llvm.GEPOp(builders.pointer(), ctx, [], [i], i64,
+                                  llvm.GEPNoWrapFlags.none).result
+                addresses[i] = llvm.LoadOp(builders.pointer(), slot).result
+            struct = _descriptor_type(t.rank)
+            d = llvm.UndefOp(struct).result
+            d = llvm.InsertValueOp(d, addresses[src], [0]).result
+            d = llvm.InsertValueOp(d, addresses[src], [1]).result
+            d = llvm.InsertValueOp(d, zero, [2]).result
+            for k, (n, s) in enumerate(zip(t.shape, strides)):
+                d = llvm.InsertValueOp(d, const(n, i64), [3, k]).result
+                d = llvm.InsertValueOp(d, const(s, i64), [4, k]).result
+            full = _strided(t, strides)
+            m = builtin.UnrealizedConversionCastOp([full], [d]).result
+            if split in dims:
+                pos = dims.index(split)
+                offsets, sizes = [0] * t.rank, list(t.shape)
+                offsets[pos], sizes[pos] = b, length
+                views.append(memref.subview(m, offsets, sizes, [1] * t.rank,
+                                            result_type=_subview_type(t, strides, pos)))
+            else:
+                views.append(memref.CastOp(full, m).result)
+        copies = [(c.results[0], c.clone().results[0]) for c in plan["constants"]]
+        clone = op.clone()
+    for i, v in enumerate(views):
+        clone.operands[i] = v
 
-
-def _subview_type(t: ir.MemRefType, strides: list[int], pos: int) -> str:
-    shape = "".join(("?" if k == pos else str(n)) + "x" for k, n in enumerate(t.shape))
-    return f"memref<{shape}{t.element_type}, strided<[{', '.join(map(str, strides))}], offset: ?>>"
+    def remap(inner):
+        for i, v in enumerate(inner.operation.operands):
+            for old, new in copies:
+                if v == old:
+                    inner.operation.operands[i] = new
+        return ir.WalkResult.ADVANCE
+    for inner in clone.regions[0].blocks[0].operations:
+        inner.operation.walk(remap)
 
 
 def parallelize(module: ir.Module) -> None:
@@ -209,83 +230,39 @@ def parallelize(module: ir.Module) -> None:
     if not todo:
         return
     symbols = ir.SymbolTable(module.operation)
-    if "kiln_parallel_for" not in symbols:
-        decl = ir.Module.parse("func.func private @kiln_parallel_for("
-                               "(!llvm.ptr, i64, i64) -> (), !llvm.ptr, i64)")
-        f = decl.body.operations[0].operation
-        module.body.append(f)
-        symbols.insert(f)
+    with ir.Location.unknown():
+        builders.declare_external(module, symbols, _PARALLEL_FOR,
+                                  [_body_type(), builders.pointer(), builders.i64()])
     for n, (op, plan) in enumerate(todo):
-        name = f"kiln_parallel_body_{n}"
-        while name in symbols:
-            name += "_"
-        helper = ir.Module.parse(_body_text(name, plan))
-        func = helper.body.operations[0].operation
-        module.body.append(func)
-        symbols.insert(func)
-        block = func.regions[0].blocks[0]
-        ops = list(block.operations)
-        views = [o.operation.results[0] for o in ops
-                 if o.operation.name in ("memref.subview", "memref.cast")]
-        with ir.InsertionPoint(ops[-1]):
-            copies = [(c.results[0], c.clone().results[0]) for c in plan["constants"]]
-            clone = op.clone()
-        for i, v in enumerate(views):
-            clone.operands[i] = v
-
-        def remap(inner):
-            for i, v in enumerate(inner.operation.operands):
-                for old, new in copies:
-                    if v == old:
-                        inner.operation.operands[i] = new
-            return ir.WalkResult.ADVANCE
-        for inner in clone.regions[0].blocks[0].operations:
-            inner.operation.walk(remap)
-        _emit_call(op, plan, name)
+        name = builders.unique_symbol(symbols, f"kiln_parallel_body_{n}")
+        with op.location:
+            _build_body(module, symbols, name, op, plan)
+            _build_call(op, plan, name)
         op.erase()
 
 
-def _emit_call(op: ir.Operation, plan, name: str) -> None:
-    """ctx = the operands' element-0 addresses; kiln_parallel_for(@name, ctx, extent)."""
+def _body_type() -> ir.FunctionType:
+    """body(ctx, begin, end), as `kiln_parallel_for` calls it."""
+    return ir.FunctionType.get([builders.pointer(), builders.i64(), builders.i64()], [])
+
+
+def _build_call(op: ir.Operation, plan, name: str) -> None:
+    """Just before `op`: ctx = the operands' element-0 addresses;
+    kiln_parallel_for(@name, ctx, extent)."""
     k = len(op.operands)
-    lines = ["func.func private @caller(" +
-             ", ".join(f"%o{i}: {v.type}" for i, v in enumerate(op.operands)) + ") {",
-             f"  %ctx = memref.alloca() : memref<{k}xi64>"]
-    for i, ((t, _), v) in enumerate(zip(plan["types"], op.operands)):
-        size = _ELEM_BYTES[str(t.element_type)]
-        rank = t.rank
-        idx = ", ".join(["index"] * (2 * rank))
-        meta = f"%base{i}, %off{i}" + (f", %sz{i}:{rank}, %st{i}:{rank}" if rank else "")
-        lines += [
-            f"  %p{i} = memref.extract_aligned_pointer_as_index %o{i} : {v.type} -> index",
-            f"  {meta} = memref.extract_strided_metadata %o{i} : {v.type} -> "
-            f"memref<{t.element_type}>, index" + (f", {idx}" if rank else ""),
-            f"  %ob{i} = arith.muli %off{i}, %size{size} : index",
-            f"  %q{i} = arith.addi %p{i}, %ob{i} : index",
-            f"  %w{i} = arith.index_cast %q{i} : index to i64",
-            f"  memref.store %w{i}, %ctx[%i{i}] : memref<{k}xi64>"]
-    consts = {f"  %i{i} = arith.constant {i} : index" for i in range(k)}
-    consts |= {f"  %size{s} = arith.constant {s} : index" for s in _ELEM_BYTES.values()}
-    lines[2:2] = sorted(consts)
-    lines += [f"  %cp = memref.extract_aligned_pointer_as_index %ctx : memref<{k}xi64> -> index",
-              "  %c64 = arith.index_cast %cp : index to i64",
-              "  %cptr = llvm.inttoptr %c64 : i64 to !llvm.ptr",
-              f"  %n = arith.constant {plan['extent']} : i64",
-              f"  %f = func.constant @{name} : (!llvm.ptr, i64, i64) -> ()",
-              "  func.call @kiln_parallel_for(%f, %cptr, %n) : "
-              "((!llvm.ptr, i64, i64) -> (), !llvm.ptr, i64) -> ()",
-              "  return", "}",
-              f"func.func private @{name}(!llvm.ptr, i64, i64)",
-              "func.func private @kiln_parallel_for((!llvm.ptr, i64, i64) -> (), !llvm.ptr, i64)"]
-    caller = ir.Module.parse("\n".join(lines))
-    body = caller.body.operations[0].operation.regions[0].blocks[0]
-    args = list(body.arguments)
-    mapping = list(zip(args, op.operands))
-    with ir.InsertionPoint(op), op.location:
-        for inner in list(body.operations)[:-1]:  # all but the return
-            clone = inner.operation.clone()
-            for i, v in enumerate(clone.operands):
-                for old, new in mapping:
-                    if v == old:
-                        clone.operands[i] = new
-            mapping.extend(zip(inner.operation.results, clone.results))
+    i64 = builders.i64()
+    with ir.InsertionPoint(op):
+        alloca = memref.AllocaOp(ir.MemRefType.get([k], i64), [], [])
+        const = builders.Constants(op.block, after=alloca.operation)
+        for i in range(k):   # the slots' indices first, then the element sizes
+            const(i)
+        for size in sorted({_ELEM_BYTES[str(t.element_type)] for t, _ in plan["types"]}):
+            const(size)
+        context = alloca.result
+        for i, ((t, _), v) in enumerate(zip(plan["types"], op.operands)):
+            address = builders.element_address(v, _ELEM_BYTES[str(t.element_type)], const)
+            memref.StoreOp(arith.index_cast(i64, address), context, [const(i)])
+        ctx = builders.as_pointer(memref.ExtractAlignedPointerAsIndexOp(context).result)
+        extent = arith.ConstantOp(i64, ir.IntegerAttr.get(i64, plan["extent"])).result
+        body = func.ConstantOp(_body_type(), ir.FlatSymbolRefAttr.get(name)).result
+        func.CallOp([], ir.FlatSymbolRefAttr.get(_PARALLEL_FOR), [body, ctx, extent])

@@ -1,20 +1,7 @@
-"""Kiln's own lowerings, for what upstream `stablehlo-legalize-to-linalg` lacks or gets wrong.
+"""Kiln's own lowerings, for what upstream `stablehlo-legalize-to-linalg` lacks or gets wrong,
+one module per op family: semantics, control_flow (and rng), data movement (scatter, sort,
+windows, slicing, scalarize), numerics (floats, fft, linalg_ops) and custom_calls.
 
-Each family module exports `before` (steps run before the upstream pass, usually rewriting
-StableHLO ops into scf/tensor/linalg or into StableHLO that upstream handles) and `after`
-(steps run after it). This list is the one place that decides their order.
+Each lowering is a pass registered in lowering/registry.py; the order they run in, before
+and after the upstream pass, is the `legalize` stage of targets/cpu.py.
 """
-from __future__ import annotations
-
-from ...pipeline import Step
-from . import control_flow, custom_calls, data_movement, numerics, semantics
-
-FAMILIES = [semantics, control_flow, data_movement, numerics, custom_calls]
-
-
-def before_upstream() -> list[Step]:
-    return [step for family in FAMILIES for step in family.before]
-
-
-def after_upstream() -> list[Step]:
-    return [step for family in FAMILIES for step in family.after]

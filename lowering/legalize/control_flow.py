@@ -31,9 +31,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
-from . import rng
 
 _OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case", "stablehlo.optimization_barrier",
         "stablehlo.get_dimension_size")
@@ -154,12 +152,3 @@ def lower_control_flow(module: ir.Module) -> None:
     # Collected first: moving blocks keeps nested ops alive, so the order does not matter.
     for op in [op for op in walk(module.operation) if op.name in _LOWER]:
         _LOWER[op.name](op)
-
-
-before: list[Step] = [
-    "func.func(stablehlo-legalize-composite-to-call)",
-    "inline",
-    PyPass("lower-control-flow", lower_control_flow),
-    *rng.before,
-]
-after: list[Step] = []

@@ -29,14 +29,14 @@ from torch_mlir._mlir_libs import _stablehlo
 from torch_mlir.dialects import arith, bufferization, func, memref
 
 from ...errors import KilnError
-from ...pipeline import PyPass, Step
+from ...dialects import kiln as names
 from ...runtime import custom_call as cc
 from ...runtime.dtypes import numpy_dtype
 from ..ir_util import walk
 
 DISPATCHER = "kiln_custom_call"
 CHECK_PREFIX = "check."  # conformance checks are outlined earlier (passes/checks.py)
-INTERNAL_PREFIX = "kiln."
+INTERNAL_PREFIX = names.PREFIX
 
 # A tree is None (a leaf buffer) or a list of trees (a tuple of its elements).
 
@@ -294,8 +294,8 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
 
     # Operand and result structure.
     operands = list(op.operands)
-    if "kiln.operand_tree" in op.attributes:
-        codes = list(ir.DenseI32ArrayAttr(op.attributes["kiln.operand_tree"]))
+    if names.OPERAND_TREE in op.attributes:
+        codes = list(ir.DenseI32ArrayAttr(op.attributes[names.OPERAND_TREE]))
         operand_trees, pos = [], 0
         try:
             while pos < len(codes):
@@ -311,8 +311,8 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         raise KilnError(f"custom call '{name}': kiln.operand_tree does not match its operands",
                         location=where)
     results = list(op.results)
-    if "kiln.result_tree" in op.attributes:
-        codes = list(ir.DenseI32ArrayAttr(op.attributes["kiln.result_tree"]))
+    if names.RESULT_TREE in op.attributes:
+        codes = list(ir.DenseI32ArrayAttr(op.attributes[names.RESULT_TREE]))
         try:
             result_tree, end = _decode(codes)
         except ValueError:
@@ -404,7 +404,7 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             # One-shot bufferization sees this read only where the op stands; if CSE merged it
             # with an identical earlier to_buffer, the target would read a buffer that later
             # in-place ops may already have reused. A per-site attribute keeps them apart.
-            to_buffer.operation.attributes["kiln.custom_call_site"] = \
+            to_buffer.operation.attributes[names.CUSTOM_CALL_SITE] = \
                 ir.IntegerAttr.get(i64, site.address)
             buffers.append(to_buffer.result)
         outs = []
@@ -428,7 +428,7 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             for k, p in enumerate(pointers):
                 memref.StoreOp(p, array, [arith.ConstantOp(index, k).result])
             call = func.CallOp([], DISPATCHER, [site_value, _pointer(array)])
-            call.operation.attributes["kiln.custom_call_target"] = ir.StringAttr.get(name)
+            call.operation.attributes[names.CUSTOM_CALL_TARGET] = ir.StringAttr.get(name)
             ir.Operation.create("memref.alloca_scope.return", operands=[])
         # Results: the filled buffers as tensors, back in logical order and element type.
         leaves = []
@@ -441,7 +441,7 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             if perm:
                 value = _transpose(value, [perm.index(i) for i in range(len(perm))])
             leaves.append(value)
-        if "kiln.result_tree" in op.attributes or len(results) != 1:
+        if names.RESULT_TREE in op.attributes or len(results) != 1:
             replacements = _rebuild_each(results, leaves)
         else:
             replacements = [_rebuild(results[0].type, iter(leaves))]
@@ -508,7 +508,3 @@ def lower_custom_calls(module: ir.Module) -> None:
         lower_custom_call(op, module)
     if todo:
         _fold_tuples(module)
-
-
-before: list[Step] = [PyPass("lower-custom-calls", lower_custom_calls)]
-after: list[Step] = []

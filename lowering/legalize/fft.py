@@ -22,9 +22,9 @@ import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
-from .numerics import HloText, V, replace_with_helper, static_shape
+from .hlo_builder import (HloBuilder, element, enum_value, part_type, replace_op, shape,
+                          static_shape)
 
 DIRECT_MAX = 64
 DIRECT_PRIME_MAX = 128
@@ -49,10 +49,10 @@ class _Fft:
     size 2 (real, imaginary) placed just before the axis being transformed, so a DFT is
     one real product: [re | im] @ [[Wr, Wi], [-Wi, Wr]]."""
 
-    def __init__(self, h: HloText, real: str):
+    def __init__(self, h: HloBuilder, real: ir.Type):
         self.h, self.real = h, real
 
-    def cmul_const(self, z: V, w: np.ndarray, part: int, dims: list[int]) -> V:
+    def cmul_const(self, z: ir.Value, w: np.ndarray, part: int, dims: list[int]) -> ir.Value:
         """z * w for a complex constant w whose axes are z's axes `dims` (around `part`):
         re' = re*wr - im*wi, im' = im*wr + re*wi, i.e. z*[wr, wr] + swap(z)*[-wi, wi]."""
         h = self.h
@@ -60,16 +60,16 @@ class _Fft:
         direct = np.stack([w.real, w.real], axis=ins)
         crossed = np.stack([-w.imag, w.imag], axis=ins)
         bdims = sorted(dims + [part])
-        a = h.broadcast(h.constant(direct, self.real), z.shape, bdims)
-        b = h.broadcast(h.constant(crossed, self.real), z.shape, bdims)
+        a = h.broadcast(h.constant(direct, self.real), shape(z), bdims)
+        b = h.broadcast(h.constant(crossed, self.real), shape(z), bdims)
         return h.add(h.mul(z, a), h.mul(h.reverse(z, [part]), b))
 
-    def scale(self, z: V, factor: float) -> V:
-        return self.h.mul(z, self.h.splat(factor, z.shape, self.real))
+    def scale(self, z: ir.Value, factor: float) -> ir.Value:
+        return self.h.mul(z, self.h.splat(factor, shape(z), self.real))
 
     # 1-D transforms along the last axis of z (..., 2, n); unnormalized, sign s in the exponent.
-    def dft_last(self, z: V, sign: int) -> V:
-        n = z.shape[-1]
+    def dft_last(self, z: ir.Value, sign: int) -> ir.Value:
+        n = shape(z)[-1]
         if n == 1:
             return z
         if n <= DIRECT_MAX or (n <= DIRECT_PRIME_MAX and _divisor_near_sqrt(n) == 1):
@@ -79,18 +79,18 @@ class _Fft:
             return self.four_step(z, n1, n // n1, sign)
         return self.bluestein(z, sign)
 
-    def direct(self, z: V, sign: int) -> V:
+    def direct(self, z: ir.Value, sign: int) -> ir.Value:
         h = self.h
-        n = z.shape[-1]
+        n = shape(z)[-1]
         w = _twiddles(n, n, n, sign)
         block = np.block([[w.real, w.imag], [-w.imag, w.real]])
-        rows = int(np.prod(z.shape[:-2]))
+        rows = int(np.prod(shape(z)[:-2]))
         out = h.dot(h.reshape(z, (rows, 2 * n)), h.constant(block, self.real))
-        return h.reshape(out, z.shape)
+        return h.reshape(out, shape(z))
 
-    def four_step(self, z: V, n1: int, n2: int, sign: int) -> V:
+    def four_step(self, z: ir.Value, n1: int, n2: int, sign: int) -> ir.Value:
         h = self.h
-        batch = list(z.shape[:-2])
+        batch = list(shape(z)[:-2])
         b = len(batch)
         # x[j1*n2 + j2]: (..., 2, j1, j2) -> (..., j2, 2, j1); n1-point DFTs give (..., j2, 2, k1).
         z = h.reshape(z, batch + [2, n1, n2])
@@ -103,10 +103,10 @@ class _Fft:
         z = h.transpose(z, list(range(b)) + [b + 1, b + 2, b])
         return h.reshape(z, batch + [2, n1 * n2])
 
-    def bluestein(self, z: V, sign: int) -> V:
+    def bluestein(self, z: ir.Value, sign: int) -> ir.Value:
         h = self.h
-        n = z.shape[-1]
-        r = len(z.shape)
+        n = shape(z)[-1]
+        r = len(shape(z))
         m = 1 << (2 * n - 2).bit_length()
         j = np.arange(n, dtype=np.int64)
         chirp = np.exp(sign * 1j * np.pi * ((j * j) % (2 * n)) / n)
@@ -120,78 +120,79 @@ class _Fft:
         a = self.dft_last(a, -1)
         a = self.cmul_const(a, spectrum, r - 2, [r - 1])
         a = self.dft_last(a, +1)
-        a = h.slice(a, [0] * r, list(z.shape))
+        a = h.slice(a, [0] * r, list(shape(z)))
         return self.cmul_const(a, chirp, r - 2, [r - 1])
 
-    def dft_axis(self, z: V, axis: int, sign: int, inverse_scale: bool) -> V:
+    def dft_axis(self, z: ir.Value, axis: int, sign: int, inverse_scale: bool) -> ir.Value:
         """Transform axis `axis` of the complex tensor z (part axis first: (2, *shape))."""
-        r = len(z.shape)
+        r = len(shape(z))
         perm = [d for d in range(1, r) if d != axis + 1] + [0, axis + 1]
         back = list(np.argsort(perm))
         t = self.dft_last(self.h.transpose(z, perm), sign)
         if inverse_scale:
-            t = self.scale(t, 1.0 / z.shape[axis + 1])
+            t = self.scale(t, 1.0 / shape(z)[axis + 1])
         return self.h.transpose(t, back)
 
 
 def _lower_fft(op: ir.Operation) -> None:
-    kind = str(op.attributes["fft_type"]).split()[-1].rstrip(">")
+    kind = enum_value(op.attributes["fft_type"])
+    if kind not in ("FFT", "IFFT", "RFFT", "IRFFT"):
+        raise KilnError(f"unknown fft_type {kind}", location=str(op.location),
+                        hint="fft_type is one of FFT, IFFT, RFFT, IRFFT")
     lengths = list(ir.DenseI64ArrayAttr(op.attributes["fft_length"]))
     in_shape = static_shape(op.operands[0], op)
     out_shape = static_shape(op.results[0], op)
-    in_elem = str(ir.RankedTensorType(op.operands[0].type).element_type)
-    out_elem = str(ir.RankedTensorType(op.results[0].type).element_type)
-    real = out_elem if kind == "IRFFT" else (in_elem if kind == "RFFT" else in_elem[8:-1])
-    if real not in ("f32", "f64"):
+    in_elem, out_elem = element(op.operands[0]), element(op.results[0])
+    real = out_elem if kind == "IRFFT" else (in_elem if kind == "RFFT" else part_type(in_elem))
+    if str(real) not in ("f32", "f64") or (kind in ("FFT", "IFFT") and real == in_elem):
         raise KilnError(f"stablehlo.fft on {in_elem} is not supported", location=str(op.location),
                         hint="FFT operands are f32/f64 or complex<f32>/complex<f64>")
-    h = HloText()
-    x = h.arg(in_shape, in_elem)
+    with ir.InsertionPoint(op), op.location:
+        out = _build_fft(HloBuilder(), op.operands[0], kind, lengths, out_shape, real)
+    replace_op(op, [out])
+
+
+def _build_fft(h: HloBuilder, x: ir.Value, kind: str, lengths: list[int], out_shape: tuple,
+               real: ir.Type) -> ir.Value:
+    in_shape = shape(x)
     r, k = len(in_shape), len(lengths)
     axes = list(range(r - k, r))
     f = _Fft(h, real)
 
-    def stack(re: V, im: V) -> V:  # (2, *shape): the part axis first
-        return h.concatenate([h.reshape(p, (1,) + p.shape) for p in (re, im)], 0)
+    def stack(re: ir.Value, im: ir.Value) -> ir.Value:  # (2, *shape): the part axis first
+        return h.concatenate([h.reshape(p, (1,) + shape(p)) for p in (re, im)], 0)
 
-    def part(z: V, i: int) -> V:
-        return h.reshape(h.slice(z, [i] + [0] * (len(z.shape) - 1), [i + 1] + list(z.shape[1:])),
-                         z.shape[1:])
+    def part(z: ir.Value, i: int) -> ir.Value:
+        z_shape = shape(z)
+        return h.reshape(h.slice(z, [i] + [0] * (len(z_shape) - 1), [i + 1] + list(z_shape[1:])),
+                         z_shape[1:])
 
     if 0 in in_shape or 0 in out_shape:
         zero = h.splat(0, out_shape, real)
-        out = zero if kind == "IRFFT" else h.complex(zero, zero)
-    elif kind in ("FFT", "IFFT"):
+        return zero if kind == "IRFFT" else h.complex(zero, zero)
+    if kind in ("FFT", "IFFT"):
         z = stack(h.real(x), h.imag(x))
         for axis in axes:
             z = f.dft_axis(z, axis, -1 if kind == "FFT" else 1, kind == "IFFT")
-        out = h.complex(part(z, 0), part(z, 1))
-    elif kind == "RFFT":
+        return h.complex(part(z, 0), part(z, 1))
+    if kind == "RFFT":
         z = f.dft_axis(stack(x, h.splat(0.0, in_shape, real)), r - 1, -1, False)
         z = h.slice(z, [0] * (r + 1), [2] + list(out_shape))
         for axis in axes[:-1]:
             z = f.dft_axis(z, axis, -1, False)
-        out = h.complex(part(z, 0), part(z, 1))
-    elif kind == "IRFFT":
-        z = stack(h.real(x), h.imag(x))
-        for axis in axes[:-1]:
-            z = f.dft_axis(z, axis, 1, True)
-        n, m = lengths[-1], in_shape[-1]
-        if n > m:  # X[n-k] = conj(X[k]) for k in [1, n-m]
-            tail = h.reverse(h.slice(z, [0] * r + [1], [2] + list(in_shape[:-1]) + [n - m + 1]), [r])
-            conj = h.broadcast(h.constant(np.array([1.0, -1.0]), real), tail.shape, [0])
-            z = h.concatenate([z, h.mul(tail, conj)], r)
-        out = part(f.dft_axis(z, r - 1, 1, True), 0)
-    else:
-        raise KilnError(f"unknown fft_type {kind}", location=str(op.location),
-                        hint="fft_type is one of FFT, IFFT, RFFT, IRFFT")
-    replace_with_helper(op, h.text("kiln_fft", [out], str(op.location)), [op.operands[0]])
+        return h.complex(part(z, 0), part(z, 1))
+    # IRFFT
+    z = stack(h.real(x), h.imag(x))
+    for axis in axes[:-1]:
+        z = f.dft_axis(z, axis, 1, True)
+    n, m = lengths[-1], in_shape[-1]
+    if n > m:  # X[n-k] = conj(X[k]) for k in [1, n-m]
+        tail = h.reverse(h.slice(z, [0] * r + [1], [2] + list(in_shape[:-1]) + [n - m + 1]), [r])
+        conj = h.broadcast(h.constant(np.array([1.0, -1.0]), real), shape(tail), [0])
+        z = h.concatenate([z, h.mul(tail, conj)], r)
+    return part(f.dft_axis(z, r - 1, 1, True), 0)
 
 
 def lower_fft(module: ir.Module) -> None:
     for op in [op for op in walk(module.operation) if op.name == "stablehlo.fft"]:
         _lower_fft(op)
-
-
-before: list[Step] = [PyPass("lower-fft", lower_fft)]
-after: list[Step] = []

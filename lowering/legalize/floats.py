@@ -28,8 +28,8 @@ import ml_dtypes
 import numpy as np
 from torch_mlir import ir
 
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
+from .hlo_builder import comparison_direction
 
 NARROW = {"f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
           "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
@@ -106,7 +106,7 @@ def _fix_reduce_precision(op: ir.Operation) -> None:
         i1 = _with_element(t, ir.IntegerType.get_signless(1))
         is_nan = ir.Operation.create(
             "stablehlo.compare", results=[i1], operands=[x, x],
-            attributes={"comparison_direction": ir.Attribute.parse("#stablehlo<comparison_direction NE>")}).result
+            attributes={"comparison_direction": comparison_direction("NE")}).result
         inf = ir.Operation.create("stablehlo.constant", results=[t], attributes={
             "value": ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(_element(t), float("inf")))}).result
         out = ir.Operation.create("stablehlo.select", results=[t], operands=[is_nan, inf, op.results[0]])
@@ -264,7 +264,3 @@ def lower_narrow_float_casts(module: ir.Module) -> None:
                 _extf(op, func.regions[0].blocks[0], tables)
             elif op.name == "arith.truncf" and _is_narrow(op.results[0].type):
                 _truncf(op)
-
-
-before: list[Step] = [PyPass("widen-narrow-floats", widen_narrow_floats)]
-after: list[Step] = [PyPass("lower-narrow-float-casts", lower_narrow_float_casts)]

@@ -21,13 +21,12 @@ bf16/f16 compute in f32 and round once at the end.
 """
 from __future__ import annotations
 
-import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
-from .numerics import HloText, V, replace_with_helper, static_shape
+from .hlo_builder import (HloBuilder, element, enum_value, is_complex, part_type, replace_op,
+                          shape, static_shape)
 
 _WIDENED = {"bf16": "f32", "f16": "f32"}
 
@@ -39,46 +38,47 @@ def _bool_attr(op: ir.Operation, name: str, default: bool = False) -> bool:
 class _Mat:
     """Batched matrix helpers over (..., rows, cols) tensors of one element type."""
 
-    def __init__(self, h: HloText, etype: str):
+    def __init__(self, h: HloBuilder, etype: ir.Type):
         self.h, self.etype = h, etype
-        self.complex = etype.startswith("complex<")
-        self.part = etype[8:-1] if self.complex else etype
+        self.complex = is_complex(etype)
+        self.part = part_type(etype)
 
-    def fill(self, value: float, shape) -> V:
+    def fill(self, value: float, fill_shape) -> ir.Value:
         h = self.h
         if self.complex:
-            return h.complex(h.splat(value, shape, self.part), h.splat(0.0, shape, self.part))
-        return h.splat(value, shape, self.etype)
+            return h.complex(h.splat(value, fill_shape, self.part), h.splat(0.0, fill_shape, self.part))
+        return h.splat(value, fill_shape, self.etype)
 
-    def conj(self, x: V) -> V:
+    def conj(self, x: ir.Value) -> ir.Value:
         if not self.complex:
             return x
         return self.h.complex(self.h.real(x), self.h.neg(self.h.imag(x)))
 
-    def swap(self, x: V) -> V:
-        r = len(x.shape)
+    def swap(self, x: ir.Value) -> ir.Value:
+        r = len(shape(x))
         return self.h.transpose(x, list(range(r - 2)) + [r - 1, r - 2])
 
-    def mask(self, shape, predicate: str) -> V:
+    def mask(self, mask_shape, predicate: str) -> ir.Value:
         """i1 tensor: row `predicate` col (GE: lower triangle, LE: upper, EQ: diagonal)."""
-        r = len(shape)
-        rows = self.h.iota(shape, r - 2)
-        cols = self.h.iota(shape, r - 1)
+        r = len(mask_shape)
+        rows = self.h.iota(mask_shape, r - 2)
+        cols = self.h.iota(mask_shape, r - 1)
         return self.h.compare(predicate, rows, cols, "SIGNED")
 
-    def zeros_like(self, x: V) -> V:
-        return self.fill(0.0, x.shape)
+    def zeros_like(self, x: ir.Value) -> ir.Value:
+        return self.fill(0.0, shape(x))
 
 
-def _triangular_solve(h: HloText, a: V, b: V, left: bool, lower: bool, unit: bool,
-                      transpose: str, result_shape) -> V:
-    m = _Mat(h, a.etype)
-    r = len(a.shape)
-    batch = list(a.shape[:-2])
+def _triangular_solve(h: HloBuilder, a: ir.Value, b: ir.Value, left: bool, lower: bool,
+                      unit: bool, transpose: str) -> ir.Value:
+    m = _Mat(h, element(a))
+    a_shape = shape(a)
+    r = len(a_shape)
+    batch = list(a_shape[:-2])
     nb = len(batch)
-    t = h.select(m.mask(a.shape, "GE" if lower else "LE"), a, m.zeros_like(a))
+    t = h.select(m.mask(a_shape, "GE" if lower else "LE"), a, m.zeros_like(a))
     if unit:
-        t = h.select(m.mask(a.shape, "EQ"), m.fill(1.0, a.shape), t)
+        t = h.select(m.mask(a_shape, "EQ"), m.fill(1.0, a_shape), t)
     t_lower = lower
     if transpose != "NO_TRANSPOSE":
         t = m.swap(t)
@@ -92,16 +92,20 @@ def _triangular_solve(h: HloText, a: V, b: V, left: bool, lower: bool, unit: boo
     if reversed_:
         t = h.reverse(t, [r - 2, r - 1])
         rhs = h.reverse(rhs, [r - 2])
-    size, cols = rhs.shape[-2], rhs.shape[-1]
+    size, cols = shape(rhs)[-2:]
     zero_index = h.splat(0, (), "i64")
-    i, (x,) = h.for_begin(size, [m.zeros_like(rhs)])
-    row = h.dynamic_slice(t, [zero_index] * nb + [i, zero_index], batch + [1, size])
-    done = h.dot(row, x, batch=nb)
-    bi = h.dynamic_slice(rhs, [zero_index] * nb + [i, zero_index], batch + [1, cols])
-    tii = h.dynamic_slice(t, [zero_index] * nb + [i, i], batch + [1, 1])
-    tii = h.broadcast(tii, batch + [1, cols], list(range(nb + 2)))
-    xi = h.div(h.sub(bi, done), tii)
-    (x,) = h.for_end([h.dynamic_update_slice(x, xi, [zero_index] * nb + [i, zero_index])])
+
+    def row_step(i: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        (x,) = carried
+        row = h.dynamic_slice(t, [zero_index] * nb + [i, zero_index], batch + [1, size])
+        done = h.dot(row, x, batch=nb)
+        bi = h.dynamic_slice(rhs, [zero_index] * nb + [i, zero_index], batch + [1, cols])
+        tii = h.dynamic_slice(t, [zero_index] * nb + [i, i], batch + [1, 1])
+        tii = h.broadcast(tii, batch + [1, cols], list(range(nb + 2)))
+        xi = h.div(h.sub(bi, done), tii)
+        return [h.dynamic_update_slice(x, xi, [zero_index] * nb + [i, zero_index])]
+
+    (x,) = h.for_loop(size, [m.zeros_like(rhs)], row_step)
     if reversed_:
         x = h.reverse(x, [r - 2])
     if not left:
@@ -109,31 +113,28 @@ def _triangular_solve(h: HloText, a: V, b: V, left: bool, lower: bool, unit: boo
     return x
 
 
-def _cholesky(h: HloText, a: V, lower: bool) -> V:
-    m = _Mat(h, a.etype)
-    r = len(a.shape)
-    batch = list(a.shape[:-2])
+def _cholesky(h: HloBuilder, a: ir.Value, lower: bool) -> ir.Value:
+    m = _Mat(h, element(a))
+    a_shape = shape(a)
+    r = len(a_shape)
+    batch = list(a_shape[:-2])
     nb = len(batch)
-    n = a.shape[-1]
+    n = a_shape[-1]
     if not lower:
         a = m.swap(a)
     zero_index = h.splat(0, (), "i64")
-    part_type = m.part
     error_shape = batch + [1, 1]
 
-    def sqrt_diag(d: V) -> V:
+    def sqrt_diag(d: ir.Value) -> ir.Value:
         """sqrt of the (real part of the) pivot, as the element type."""
         s = h.unary("sqrt", h.real(d) if m.complex else d)
-        return h.complex(s, h.splat(0.0, s.shape, part_type)) if m.complex else s
+        return h.complex(s, h.splat(0.0, shape(s), m.part)) if m.complex else s
 
-    def is_nan(x: V) -> V:
+    def is_nan(x: ir.Value) -> ir.Value:
         return h.compare("NE", x, x)
 
-    if n == 1:
-        l_out = sqrt_diag(a)
-        error = is_nan(h.real(l_out) if m.complex else l_out)
-    else:
-        j, (l, error) = h.for_begin(n, [m.zeros_like(a), h.splat(False, error_shape, "i1")])
+    def column_step(j: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        l, error = carried
         # (A - L L^H)[:, j] with rows < j of it unused.
         l_row = h.dynamic_slice(l, [zero_index] * nb + [j, zero_index], batch + [1, n])
         l_col = m.conj(m.swap(l_row))
@@ -144,54 +145,61 @@ def _cholesky(h: HloText, a: V, lower: bool) -> V:
         error = h.binary("or", error, is_nan(h.real(root) if m.complex else root))
         column = h.div(rest, h.broadcast(root, batch + [n, 1], list(range(nb + 2))))
         # Keep rows >= j of the new column (the lower triangle of column j).
-        j_full = h.broadcast(j, a.shape[:-1] + (1,), [])
+        j_full = h.broadcast(j, a_shape[:-1] + (1,), [])
         rows = h.iota(batch + [n, 1], r - 2)
-        column = h.select(h.compare("GE", rows, j_full, "SIGNED"), column, m.fill(0.0, column.shape))
-        l, error = h.for_end([h.dynamic_update_slice(l, column, [zero_index] * nb + [zero_index, j]),
-                              error])
-        l_out = l
-    nan = m.fill(float("nan"), a.shape)
-    l_out = h.select(h.broadcast(h.reshape(error, error_shape), a.shape, list(range(r))), nan, l_out)
+        column = h.select(h.compare("GE", rows, j_full, "SIGNED"), column, m.fill(0.0, shape(column)))
+        return [h.dynamic_update_slice(l, column, [zero_index] * nb + [zero_index, j]), error]
+
+    if n == 1:
+        l_out = sqrt_diag(a)
+        error = is_nan(h.real(l_out) if m.complex else l_out)
+    else:
+        l_out, error = h.for_loop(n, [m.zeros_like(a), h.splat(False, error_shape, "i1")],
+                                  column_step)
+    nan = m.fill(float("nan"), a_shape)
+    l_out = h.select(h.broadcast(h.reshape(error, error_shape), a_shape, list(range(r))), nan, l_out)
     if not lower:
         l_out = m.swap(l_out)
     return l_out
 
 
-def _widen(h: HloText, x: V) -> V:
-    return h.convert(x, _WIDENED[x.etype]) if x.etype in _WIDENED else x
+def _widen(h: HloBuilder, x: ir.Value) -> ir.Value:
+    wide = _WIDENED.get(str(element(x)))
+    return h.convert(x, wide) if wide else x
 
 
 def _lower_triangular_solve(op: ir.Operation) -> None:
-    a_shape, b_shape = static_shape(op.operands[0], op), static_shape(op.operands[1], op)
+    a, b = op.operands
+    static_shape(a, op), static_shape(b, op)  # located errors for dynamic shapes
     out_shape = static_shape(op.results[0], op)
-    etype = str(ir.RankedTensorType(op.operands[0].type).element_type)
-    transpose = str(op.attributes["transpose_a"]).split()[-1].rstrip(">")
+    transpose = enum_value(op.attributes["transpose_a"])
     if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
         raise KilnError(f"unknown transpose_a {transpose}", location=str(op.location),
                         hint="transpose_a is NO_TRANSPOSE, TRANSPOSE or ADJOINT")
-    h = HloText()
-    a, b = h.arg(a_shape, etype), h.arg(b_shape, etype)
-    if 0 in a_shape or 0 in b_shape:
-        out = _Mat(h, etype).fill(0.0, out_shape)
-    else:
-        wa, wb = _widen(h, a), _widen(h, b)
-        out = _triangular_solve(h, wa, wb, _bool_attr(op, "left_side"), _bool_attr(op, "lower"),
-                                _bool_attr(op, "unit_diagonal"), transpose, out_shape)
-        out = h.convert(out, etype)
-    replace_with_helper(op, h.text("kiln_triangular_solve", [out], str(op.location)),
-                        list(op.operands))
+    etype = element(a)
+    with ir.InsertionPoint(op), op.location:
+        h = HloBuilder()
+        if 0 in shape(a) or 0 in shape(b):
+            out = _Mat(h, etype).fill(0.0, out_shape)
+        else:
+            out = _triangular_solve(h, _widen(h, a), _widen(h, b), _bool_attr(op, "left_side"),
+                                    _bool_attr(op, "lower"), _bool_attr(op, "unit_diagonal"),
+                                    transpose)
+            out = h.convert(out, etype)
+    replace_op(op, [out])
 
 
 def _lower_cholesky(op: ir.Operation) -> None:
-    shape = static_shape(op.operands[0], op)
-    etype = str(ir.RankedTensorType(op.operands[0].type).element_type)
-    h = HloText()
-    a = h.arg(shape, etype)
-    if 0 in shape:
-        out = _Mat(h, etype).fill(0.0, shape)
-    else:
-        out = h.convert(_cholesky(h, _widen(h, a), _bool_attr(op, "lower")), etype)
-    replace_with_helper(op, h.text("kiln_cholesky", [out], str(op.location)), list(op.operands))
+    a = op.operands[0]
+    a_shape = static_shape(a, op)
+    etype = element(a)
+    with ir.InsertionPoint(op), op.location:
+        h = HloBuilder()
+        if 0 in a_shape:
+            out = _Mat(h, etype).fill(0.0, a_shape)
+        else:
+            out = h.convert(_cholesky(h, _widen(h, a), _bool_attr(op, "lower")), etype)
+    replace_op(op, [out])
 
 
 def lower_linalg_ops(module: ir.Module) -> None:
@@ -200,7 +208,3 @@ def lower_linalg_ops(module: ir.Module) -> None:
             _lower_triangular_solve(op)
         elif op.name == "stablehlo.cholesky":
             _lower_cholesky(op)
-
-
-before: list[Step] = [PyPass("lower-linalg-ops", lower_linalg_ops)]
-after: list[Step] = []

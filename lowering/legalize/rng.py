@@ -26,12 +26,11 @@ import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
-from .numerics import HloText, replace_with_helper, static_shape
+from .hlo_builder import HloBuilder, element, enum_value, replace_op, static_shape
 
 
-def _uniform01(h: HloText, shape, stride: int, offset: int, compute: str):
+def _uniform01(h: HloBuilder, shape, stride: int, offset: int, compute: ir.Type) -> ir.Value:
     """u in [0, 1) for each element, from the hash of index*stride + offset."""
     n = int(np.prod(shape)) if len(shape) else 1
     index = h.reshape(h.iota((n,), 0, "ui32"), tuple(shape))
@@ -51,39 +50,36 @@ def _uniform01(h: HloText, shape, stride: int, offset: int, compute: str):
 
 def _lower_rng(op: ir.Operation, normal: bool) -> None:
     shape = static_shape(op.results[0], op)
-    etype = str(ir.RankedTensorType(op.results[0].type).element_type)
-    compute = "f64" if etype == "f64" else "f32"
-    h = HloText()
-    a, b = h.arg((), etype), h.arg((), etype)
-    h.arg(static_shape(op.operands[2], op), str(ir.RankedTensorType(op.operands[2].type).element_type))
-    a = h.broadcast(h.convert(a, compute), shape, [])
-    b = h.broadcast(h.convert(b, compute), shape, [])
-    if normal:
-        u1 = _uniform01(h, shape, 2, 0, compute)
-        u2 = _uniform01(h, shape, 2, 1, compute)
-        one = h.splat(1.0, shape, compute)
-        radius = h.unary("sqrt", h.mul(h.splat(-2.0, shape, compute), h.unary("log", h.sub(one, u1))))
-        z = h.mul(radius, h.unary("cosine", h.mul(h.splat(2.0 * math.pi, shape, compute), u2)))
-        out = h.add(a, h.mul(b, z))
-    else:
-        out = h.add(a, h.mul(h.sub(b, a), _uniform01(h, shape, 1, 0, compute)))
-    out = h.convert(out, etype)
-    replace_with_helper(op, h.text("kiln_rng", [out], str(op.location)), list(op.operands))
+    static_shape(op.operands[2], op)  # the shape operand: a located error if it is dynamic
+    etype = element(op.results[0])
+    compute = ir.F64Type.get() if str(etype) == "f64" else ir.F32Type.get()
+    with ir.InsertionPoint(op), op.location:
+        h = HloBuilder()
+        a = h.broadcast(h.convert(op.operands[0], compute), shape, [])
+        b = h.broadcast(h.convert(op.operands[1], compute), shape, [])
+        if normal:
+            u1 = _uniform01(h, shape, 2, 0, compute)
+            u2 = _uniform01(h, shape, 2, 1, compute)
+            one = h.splat(1.0, shape, compute)
+            radius = h.unary("sqrt", h.mul(h.splat(-2.0, shape, compute),
+                                           h.unary("log", h.sub(one, u1))))
+            z = h.mul(radius, h.unary("cosine", h.mul(h.splat(2.0 * math.pi, shape, compute), u2)))
+            out = h.add(a, h.mul(b, z))
+        else:
+            out = h.add(a, h.mul(h.sub(b, a), _uniform01(h, shape, 1, 0, compute)))
+        out = h.convert(out, etype)
+    replace_op(op, [out])
 
 
 def lower_rng(module: ir.Module) -> None:
     for op in list(walk(module.operation)):
         if op.name != "stablehlo.rng":
             continue
-        etype = ir.RankedTensorType(op.results[0].type).element_type
-        normal = "NORMAL" in str(op.attributes["rng_distribution"])
+        etype = element(op.results[0])
+        normal = enum_value(op.attributes["rng_distribution"]) == "NORMAL"
         if not isinstance(etype, ir.FloatType):
             if normal:
                 raise KilnError(f"stablehlo.rng NORMAL of {etype} is not supported",
                                 location=str(op.location), hint="NORMAL draws floating-point numbers")
             continue  # integer UNIFORM: upstream
         _lower_rng(op, normal)
-
-
-before: list[Step] = [PyPass("lower-rng-normal", lower_rng)]
-after: list[Step] = []

@@ -22,10 +22,14 @@ from math import prod
 
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
+from torch_mlir.dialects import arith, tensor
 
 from ...errors import KilnError
 from ..ir_util import walk
-from .data_movement import SCALARIZE_ATTR, Text, replace_with_helper, tensor_type, type_text
+from .loops import (IndexConstants, all_true, apply_region, delinearize, for_loop, if_else,
+                    replace_op, static_tensor_type)
+
+SGE, SLE = arith.CmpIPredicate.sge, arith.CmpIPredicate.sle
 
 
 def lower_scatters(module: ir.Module) -> None:
@@ -37,9 +41,9 @@ def _lower(op: ir.Operation) -> None:
     n = len(op.results)
     operands = list(op.operands)
     inputs, indices, updates = operands[:n], operands[n], operands[n + 1:]
-    input_types = [tensor_type(v, op) for v in inputs]
-    update_types = [tensor_type(v, op) for v in updates]
-    index_type = tensor_type(indices, op)
+    input_types = [static_tensor_type(v, op) for v in inputs]
+    update_types = [static_tensor_type(v, op) for v in updates]
+    index_type = static_tensor_type(indices, op)
     dn = _stablehlo.ScatterDimensionNumbers(op.attributes["scatter_dimension_numbers"])
 
     shape = list(input_types[0].shape)
@@ -66,90 +70,61 @@ def _lower(op: ir.Operation) -> None:
     positions = prod(update_shape[d] for d in scatter_dims)
 
     if positions == 0 or prod(window_shape) == 0:
-        for result, value in zip(op.results, inputs):
-            result.replace_all_uses_with(value)
-        op.erase()
+        replace_op(op, inputs)
         return
 
-    t = Text("sc")
-    elements = [str(it.element_type) for it in input_types]
-    result_types = [type_text(shape, e) for e in elements]
-    args = [f"%in{i}: {result_types[i]}" for i in range(n)]
-    args.append(f"%idx: {type_text(index_shape, index_type.element_type)}")
-    args += [f"%up{i}: {type_text(update_shape, elements[i])}" for i in range(n)]
+    elements = [t.element_type for t in input_types]
+    with ir.InsertionPoint(op), op.location:
+        index = IndexConstants()
+        c0 = index(0)
+        idx = indices
+        i64 = ir.IntegerType.get_signless(64)
+        if index_type.element_type != i64:
+            # Signed and unsigned indices alike become i64 (huge unsigned values turn negative
+            # and are skipped as out of bounds, which they are).
+            idx = ir.Operation.create("stablehlo.convert", operands=[indices], results=[
+                ir.RankedTensorType.get(index_shape, i64)]).result
 
-    body = t.lines
-    idx = "%idx"
-    if str(index_type.element_type) != "i64":
-        # Signed and unsigned indices alike become i64 (huge unsigned values turn negative
-        # and are skipped as out of bounds, which they are).
-        idx = t.op(f"stablehlo.convert %idx : ({type_text(index_shape, index_type.element_type)})"
-                   f" -> {type_text(index_shape, 'i64')}")
-    idx_type = type_text(index_shape, "i64")
+        def position(p: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+            scatter_coords = delinearize(index, p, [update_shape[d] for d in scatter_dims])
+            # The full start index in the operand (c0 where it needs no arithmetic).
+            start = [c0] * rank
+            for k, operand_dim in enumerate(to_operand):
+                coords = [index(k) if d == ivd else scatter_coords[index_dims.index(d)]
+                          for d in range(irank)]
+                start[operand_dim] = arith.index_cast(ir.IndexType.get(),
+                                                      tensor.extract(idx, coords))
+            for operand_dim, index_dim in zip(batching, index_batching):
+                start[operand_dim] = scatter_coords[index_dims.index(index_dim)]
 
-    accs = [t.fresh("acc") for _ in range(n)]
-    p = t.fresh("p")
-    loop_results = t.fresh("res")
-    iter_args = ", ".join(f"{a} = %in{i}" for i, a in enumerate(accs))
-    types = ", ".join(result_types)
-    t.emit(f"{loop_results}:{n} = scf.for {p} = {t.index(0)} to {t.index(positions)} "
-           f"step {t.index(1)} iter_args({iter_args}) -> ({types}) {{")
-    scatter_coords = t.delinearize(p, [update_shape[d] for d in scatter_dims])
+            conditions = []
+            for d in range(rank):
+                if start[d] == c0:
+                    continue
+                conditions.append(arith.cmpi(SGE, start[d], c0))
+                conditions.append(arith.cmpi(SLE, start[d], index(shape[d] - window[d])))
 
-    # The full start index in the operand.
-    start = [t.index(0)] * rank
-    for k, operand_dim in enumerate(to_operand):
-        coords = []
-        for d in range(irank):
-            coords.append(t.index(k) if d == ivd else scatter_coords[index_dims.index(d)])
-        value = t.op(f"tensor.extract {idx}[{', '.join(coords)}] : {idx_type}")
-        start[operand_dim] = t.op(f"arith.index_cast {value} : i64 to index")
-    for operand_dim, index_dim in zip(batching, index_batching):
-        start[operand_dim] = scatter_coords[index_dims.index(index_dim)]
+            def window_position(w: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+                window_coords = delinearize(index, w, window_shape)
+                operand_index = list(start)
+                for k, d in enumerate(operand_window_dims):
+                    operand_index[d] = window_coords[k] if start[d] == c0 else \
+                        arith.addi(start[d], window_coords[k])
+                update_index: list[ir.Value | None] = [None] * urank
+                for k, d in enumerate(scatter_dims):
+                    update_index[d] = scatter_coords[k]
+                for k, d in enumerate(window_dims):
+                    update_index[d] = window_coords[k]
+                olds = [tensor.extract(acc, operand_index) for acc in accs]
+                news = [tensor.extract(u, update_index) for u in updates]
+                combined = apply_region(op.regions[0], olds + news, elements)
+                return [tensor.insert(v, acc, operand_index) for v, acc in zip(combined, accs)]
 
-    conditions = []
-    for d in range(rank):
-        if start[d] == t.index(0):
-            continue
-        conditions.append(t.op(f"arith.cmpi sge, {start[d]}, {t.index(0)} : index"))
-        conditions.append(t.op(f"arith.cmpi sle, {start[d]}, {t.index(shape[d] - window[d])} : index"))
-    in_bounds = t.all_true(conditions)
+            def update() -> list[ir.Value]:
+                return for_loop(c0, index(prod(window_shape)), index(1), accs, window_position,
+                                scalarize=True)
 
-    updated = t.fresh("upd")
-    t.emit(f"{updated}:{n} = scf.if {in_bounds} -> ({types}) {{")
-    accs2 = [t.fresh("acc") for _ in range(n)]
-    w = t.fresh("w")
-    inner = t.fresh("inner")
-    iter_args = ", ".join(f"{a} = {b}" for a, b in zip(accs2, accs))
-    t.emit(f"{inner}:{n} = scf.for {w} = {t.index(0)} to {t.index(prod(window_shape))} "
-           f"step {t.index(1)} iter_args({iter_args}) -> ({types}) {{")
-    window_coords = t.delinearize(w, window_shape)
-    operand_index = list(start)
-    for k, d in enumerate(operand_window_dims):
-        operand_index[d] = window_coords[k] if start[d] == t.index(0) else t.add(start[d], window_coords[k])
-    update_index = [""] * urank
-    for k, d in enumerate(scatter_dims):
-        update_index[d] = scatter_coords[k]
-    for k, d in enumerate(window_dims):
-        update_index[d] = window_coords[k]
-    oi, ui = ", ".join(operand_index), ", ".join(update_index)
-    olds = [t.op(f"tensor.extract {accs2[i]}[{oi}] : {result_types[i]}") for i in range(n)]
-    news = [t.op(f"tensor.extract %up{i}[{ui}] : {type_text(update_shape, elements[i])}")
-            for i in range(n)]
-    combined = t.apply_region(0, olds + news, list(elements) * 2, list(elements))
-    stored = []
-    for i in range(n):
-        stored.append(t.op(f"tensor.insert {combined[i]} into {accs2[i]}[{oi}] : {result_types[i]}"))
-    t.emit(f"scf.yield {', '.join(stored)} : {types}")
-    t.emit(f"}} {{{SCALARIZE_ATTR}}}")
-    t.emit(f"scf.yield {', '.join(f'{inner}#{i}' for i in range(n))} : {types}")
-    t.emit("} else {")
-    t.emit(f"scf.yield {', '.join(accs)} : {types}")
-    t.emit("}")
-    t.emit(f"scf.yield {', '.join(f'{updated}#{i}' for i in range(n))} : {types}")
-    t.emit("}")
+            return if_else(all_true(conditions), [a.type for a in accs], update, lambda: accs)
 
-    text = (f"func.func private @kiln_scatter({', '.join(args)}) -> ({types}) {{\n"
-            + "\n".join(t.constant_lines() + body)
-            + f"\nreturn {', '.join(f'{loop_results}#{i}' for i in range(n))} : {types}\n}}")
-    replace_with_helper(op, text, inputs + [indices] + updates, [op.regions[0]])
+        results = for_loop(c0, index(positions), index(1), inputs, position)
+    replace_op(op, results)

@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
-from ...pipeline import PyPass, Step
 from ..ir_util import walk
+from .hlo_builder import comparison_direction
 
 
 def _element(value: ir.Value) -> ir.Type:
@@ -66,8 +66,7 @@ def _splat(like: ir.Value, element: ir.Type, value) -> ir.Value:
 def _compare(direction: str, a: ir.Value, b: ir.Value) -> ir.Value:
     i1 = ir.IntegerType.get_signless(1)
     return _create("stablehlo.compare", _tensor_like(a, i1), [a, b],
-                   comparison_direction=ir.Attribute.parse(
-                       f"#stablehlo<comparison_direction {direction}>"))
+                   comparison_direction=comparison_direction(direction))
 
 
 def _select(pred: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -279,7 +278,3 @@ def accurate_libm_calls(module: ir.Module) -> None:
                 y = _create("arith.truncf", t, [y])
         op.results[0].replace_all_uses_with(y)
         op.erase()
-
-
-before: list[Step] = [PyPass("fix-semantics", fix_semantics)]
-after: list[Step] = [PyPass("accurate-libm-calls", accurate_libm_calls)]

@@ -6,10 +6,10 @@
 """
 from __future__ import annotations
 
+from .driver import Executable
 from .errors import CheckFailure, KilnError
-from .runtime.custom_call import register_custom_call, register_custom_call_library
-from .runtime.executable import Executable
 from .jit import jit
+from .runtime.custom_call import register_custom_call, register_custom_call_library
 from .runtime.custom_call import REGISTRY as _REGISTRY
 from .runtime.lapack import register_lapack_targets as _register_lapack_targets
 
@@ -34,10 +34,5 @@ def compile(source, target: str = "cpu", *, entry: str | None = None, filename: 
             **options) -> Executable:
     """Compile `source` for `target`; see Executable for calling it. `filename` names text or
     bytes sources in error messages."""
-    from .context import make_context
-    from .frontend import import_module
-    from .targets import get_target
-    ctx = make_context()
-    module, filename = import_module(source, ctx, filename)
-    from .frontend.jax_export import executable_class  # JAX exports restore their pytrees
-    return executable_class(module)(module, get_target(target, **options), entry, filename)
+    from .driver import compile_source
+    return compile_source(source, target, entry=entry, filename=filename, **options)

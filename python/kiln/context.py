@@ -1,11 +1,16 @@
 """The one place that makes an MLIR context: upstream dialects, StableHLO, Kiln's own.
 
-Each compile owns its context (no hidden global), so Executables are independent.
+Each compile owns its context (no hidden global), so Executables are independent. The context
+knows every dialect an input may use (StableHLO, CHLO, VHLO, the interpreter's `check` ops) and
+Kiln's own `kiln` dialect, and allows no other: an unknown op is a located parse error
+(diagnostics.py) instead of IR no pass understands.
 """
 from __future__ import annotations
 
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
+
+from .dialects import load_all
 
 _passes_registered = False
 
@@ -15,9 +20,8 @@ def make_context() -> ir.Context:
     ctx = ir.Context()
     _stablehlo.register_dialect(ctx)
     _stablehlo.register_interpreter_dialect(ctx)
-    # The conformance programs' `check.*` ops (and custom calls of other front ends) arrive in
-    # generic form from dialects the bindings lack; Kiln rewrites them before lowering.
-    ctx.allow_unregistered_dialects = True
+    load_all(ctx)
+    ctx.allow_unregistered_dialects = False
     if not _passes_registered:
         _stablehlo.register_stablehlo_passes()
         _passes_registered = True

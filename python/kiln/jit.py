@@ -72,7 +72,8 @@ class Jitted:
 
     def _compile(self, jax, static, dynamic, kwargs):
         from .context import make_context
-        from .frontend.jax_export import JaxExecutable, info_from_exported, load_info
+        from .driver import Executable
+        from .frontend.jax_export import info_from_exported, load_info
         from .targets import get_target
 
         def traced(*dyn, **kw):
@@ -88,8 +89,9 @@ class Jitted:
                                  "values with static_argnums") from None
         info = info_from_exported(exp)
         filename = f"<kiln.jit {name}>"
-        module = load_info(info, make_context(), filename)
-        return JaxExecutable(module, get_target(self.target), None, filename), exp
+        module, convention = load_info(info, make_context(), filename)
+        return Executable(module, get_target(self.target), None, filename,
+                          convention=convention), exp
 
 
 def _leaf_key(jax, x):

@@ -1,8 +1,14 @@
-"""Compilation stages, named after XLA's (seed 002), kept in this one place.
+"""Pass infrastructure: stages (named after XLA's, seed 002) and running them.
 
-A stage is a list of steps; a step is either an element of a textual pass pipeline (run by
-MLIR's pass manager) or a Kiln Python pass (a function `module -> None` over the IR, for work
-the bundled passes cannot express). `kiln-opt --print-pipeline` prints these lists.
+A stage is a list of steps; a step is either an element of a textual pass pipeline (an
+upstream MLIR pass such as `canonicalize` or `func.func(cse)`) or a pass written in Python
+(`PyPass`: a function `module -> None` over the IR, for work the bundled passes cannot
+express). Kiln's own passes are registered by name in `kiln.lowering.registry`; each
+target's pipeline (targets/cpu.py) lists them by those names. `kiln-opt --print-pipeline`
+prints the stages.
+
+Every stage runs as ONE MLIR pass manager: Python passes join it through
+`PassManager.add(callable)`, so MLIR's verifier runs after each of them as after any pass.
 """
 from __future__ import annotations
 
@@ -13,19 +19,23 @@ from typing import Callable, Union
 from torch_mlir import ir, passmanager
 
 from .diagnostics import mlir_errors
+from .errors import KilnError
 
 
 @dataclass(frozen=True)
 class PyPass:
-    """A Kiln pass written in Python over the MLIR bindings."""
+    """A pass written in Python over the MLIR bindings: `run(module)` rewrites in place."""
     name: str
     run: Callable[[ir.Module], None]
+    summary: str = ""
 
     def __str__(self) -> str:
-        return f"kiln:{self.name}"
+        return self.name
 
 
 Step = Union[str, PyPass]
+# Called after a step with its name and the module, e.g. to keep snapshots of the IR.
+Observer = Callable[[str, ir.Module], None]
 
 
 @dataclass
@@ -44,25 +54,96 @@ class StageTiming:
     seconds: float
 
 
-def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str) -> None:
-    """Run steps in order, batching consecutive textual passes into one pass manager run."""
-    batch: list[str] = []
+class _PythonPassHost:
+    """Runs Python passes inside an MLIR pass manager. A Python exception is not left to
+    unwind through the pass manager's C++ frames (LLVM code is not written for exceptions:
+    its cleanups, such as the pass instrumentation's, might not run): a failing pass records
+    its exception and signals failure, and the exception is raised again once
+    `PassManager.run` has returned, as if the pass had raised it to the caller."""
 
-    def flush():
-        if batch:
-            text = "builtin.module(" + ",".join(batch) + ")"
-            with module.context, mlir_errors(filename, f"stage '{stage}' failed in '{text}'"):
-                passmanager.PassManager.parse(text).run(module.operation)
-            batch.clear()
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.failure: BaseException | None = None
+        self.failed_pass: str | None = None
+        self.last_finished: int | None = None  # index of the last Python step that completed
+        self.callbacks: list = []  # held here for as long as the manager may call them
 
-    for step in steps:
+    def callback(self, step: PyPass, index: int):
+        def run(op: ir.Operation, pass_) -> None:
+            try:
+                # The manager runs on module.operation; passes take the ir.Module itself.
+                step.run(self.module)
+            except BaseException as exc:  # noqa: BLE001 (Ctrl-C too: re-raised after run)
+                self.failure, self.failed_pass = exc, step.name
+                pass_.signal_pass_failure()
+                return
+            self.last_finished = index
+        self.callbacks.append(run)
+        return run
+
+
+def _upstream_after(steps: list[Step], index: int | None) -> str:
+    """The upstream steps that ran after Python step `index` (all if None), up to the next
+    Python step: where an MLIR failure happened, for the message."""
+    start = 0 if index is None else index + 1
+    segment = []
+    for step in steps[start:]:
         if isinstance(step, PyPass):
-            flush()
-            with module.context, mlir_errors(filename, f"stage '{stage}', {step}"):
-                step.run(module)
-        else:
-            batch.append(step)
-    flush()
+            break
+        segment.append(step)
+    return ",".join(segment)
+
+
+def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *,
+              observe: Observer | None = None) -> None:
+    """Run `steps` in order as one pass manager. `observe(step_name, module)` is called after
+    each step (the IR between passes); KilnErrors raised by Python passes reach the caller
+    unchanged, MLIR's failures become one located KilnError."""
+    if not steps:
+        return
+    if observe is not None:
+        steps = _with_observer(steps, observe)
+    host = _PythonPassHost(module)
+    with module.context:
+        manager = passmanager.PassManager("builtin.module")
+        for index, step in enumerate(steps):
+            if isinstance(step, PyPass):
+                manager.add(host.callback(step, index), name=step.name, argument=step.name,
+                            description=step.summary)
+            else:
+                _add_upstream(manager, step, stage)
+        try:
+            manager.run(module.operation)
+        except ir.MLIRError as exc:
+            if host.failure is None:
+                after = steps[host.last_finished].name if host.last_finished is not None else None
+                where = f"stage '{stage}' failed" + (f" after {after}" if after else "")
+                segment = _upstream_after(steps, host.last_finished)
+                with mlir_errors(filename, where + (f" in '{segment}'" if segment else "")):
+                    raise exc from None
+        if host.failure is not None:
+            with mlir_errors(filename, f"stage '{stage}', {host.failed_pass}"):
+                raise host.failure
+
+
+def _add_upstream(manager: passmanager.PassManager, text: str, stage: str) -> None:
+    try:
+        manager.add(text)
+    except ValueError as exc:
+        detail = str(exc).splitlines()[0].split("error: ")[-1]
+        raise KilnError(f"stage '{stage}': cannot parse pass pipeline '{text}': {detail}",
+                        hint="`kiln-opt --list-passes` lists Kiln's passes; upstream passes are "
+                             "written as in mlir-opt's --pass-pipeline") from None
+
+
+def _with_observer(steps: list[Step], observe: Observer) -> list[Step]:
+    """`steps` with a Python pass after each that hands the IR to `observe`."""
+    observed: list[Step] = []
+    for step in steps:
+        name = str(step)
+        observed.append(step)
+        observed.append(PyPass(f"observe({name})", lambda m, name=name: observe(name, m)))
+    return observed
 
 
 def run_stages(module: ir.Module, stages: list[Stage], filename: str, *, until: str | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
+from torch_mlir.dialects import func
 
 from .context import make_context
 from .errors import KilnError
@@ -19,14 +20,15 @@ def _to_attr(array: np.ndarray, mlir_type: str) -> ir.Attribute:
     return ir.DenseElementsAttr.get(array, type=t)
 
 
-def _export_type(t: ir.RankedTensorType) -> str | None:
+def _export_type(t: ir.RankedTensorType) -> ir.RankedTensorType | None:
     """The type a result is converted to (exactly) to cross the bindings, if numpy cannot take
     it as is: narrow floats (bf16, f8, f6, f4) as f32, sub-byte integers as 8-bit ones."""
     element = t.element_type
     if isinstance(element, ir.FloatType) and str(element) not in ("f16", "f32", "f64"):
-        return str(t).replace(str(element), "f32")
+        return ir.RankedTensorType.get(t.shape, ir.F32Type.get())
     if isinstance(element, ir.IntegerType) and 1 < element.width < 8:
-        return str(t).replace(str(element), "ui8" if element.is_unsigned else "i8")
+        wide = ir.IntegerType.get_unsigned(8) if element.is_unsigned else ir.IntegerType.get_signless(8)
+        return ir.RankedTensorType.get(t.shape, wide)
     return None
 
 
@@ -39,40 +41,32 @@ def _wrap(module: ir.Module, entry: str) -> list[tuple[str, str]]:
     main.attributes["sym_name"] = ir.StringAttr.get("kiln_reference_main")
     main.attributes["sym_visibility"] = ir.StringAttr.get("private")
     ftype = function_type(main)
-    params = ", ".join(f"%a{i}: {t}" for i, t in enumerate(ftype.inputs))
-    args = ", ".join(f"%a{i}" for i in range(len(ftype.inputs)))
     results = [ir.RankedTensorType(t) for t in ftype.results]
-    lines, outs, out_types, kinds = [], [], [], []
-    call = f"%r:{len(results)} = " if len(results) > 1 else "%r = " if results else ""
-    for i, t in enumerate(results):
-        value = f"%r#{i}" if len(results) > 1 else "%r"
-        if isinstance(t.element_type, ir.ComplexType):
-            part = str(t).replace(str(t.element_type), str(ir.ComplexType(t.element_type).element_type))
-            lines.append(f"%re{i} = stablehlo.real {value} : ({t}) -> {part}")
-            lines.append(f"%im{i} = stablehlo.imag {value} : ({t}) -> {part}")
-            outs += [f"%re{i}", f"%im{i}"]
-            out_types += [part, part]
-            kinds.append(("complex", str(t.element_type)))
-        elif (wide := _export_type(t)) is not None:
-            lines.append(f"%w{i} = stablehlo.convert {value} : ({t}) -> {wide}")
-            outs.append(f"%w{i}")
-            out_types.append(wide)
-            kinds.append(("widened", str(t.element_type)))
-        else:
-            outs.append(value)
-            out_types.append(str(t))
-            kinds.append(("plain", str(t.element_type)))
-    body = "\n  ".join(lines)
-    text = (f"func.func @main({params}) -> ({', '.join(out_types)}) {{\n"
-            f"  {call}func.call @kiln_reference_main({args}) : "
-            f"({', '.join(map(str, ftype.inputs))}) -> ({', '.join(map(str, results))})\n"
-            f"  {body}\n  return" + (f" {', '.join(outs)} : {', '.join(out_types)}" if outs else "") + "\n}")
-    # The declaration lets the wrapper parse on its own; only the wrapper moves over.
-    declaration = (f"func.func private @kiln_reference_main({', '.join(map(str, ftype.inputs))}) -> "
-                   f"({', '.join(map(str, results))})\n")
-    wrapper = ir.Module.parse(declaration + text)
-    module.body.append(list(wrapper.body.operations)[1])
+    with ir.InsertionPoint(module.body), main.location:
+        wrapper = func.FuncOp("main", (list(ftype.inputs), []))
+        block = wrapper.add_entry_block()
+        with ir.InsertionPoint(block):
+            call = func.CallOp(results, "kiln_reference_main", list(block.arguments))
+            outs, kinds = [], []
+            for value, t in zip(call.results, results):
+                if isinstance(t.element_type, ir.ComplexType):
+                    part = ir.RankedTensorType.get(t.shape, ir.ComplexType(t.element_type).element_type)
+                    outs += [_unary("stablehlo.real", value, part), _unary("stablehlo.imag", value, part)]
+                    kinds.append(("complex", str(t.element_type)))
+                elif (wide := _export_type(t)) is not None:
+                    outs.append(_unary("stablehlo.convert", value, wide))
+                    kinds.append(("widened", str(t.element_type)))
+                else:
+                    outs.append(value)
+                    kinds.append(("plain", str(t.element_type)))
+            func.ReturnOp(outs)
+        wrapper.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(list(ftype.inputs), [v.type for v in outs]))
     return kinds
+
+
+def _unary(name: str, operand: ir.Value, result: ir.Type) -> ir.Value:
+    return ir.Operation.create(name, results=[result], operands=[operand]).result
 
 
 def _unwrap(values: list[np.ndarray], kinds: list[tuple[str, str]]) -> list[np.ndarray]:

@@ -189,7 +189,8 @@ def test_platform_index_and_effect_tokens(tmp_path):
     exp = dataclasses.replace(base, mlir_module_serialized=_artifact(_TOKENS_MAIN),
                               ordered_effects=(_TestOrderedEffect(),))
     exe = kiln.compile(bytes(exp.serialize()))
-    assert exe.jax_info.ordered_effects and len(exe.arg_specs) == 1
+    assert exe.convention.ordered_effects and len(exe.arg_specs) == 1
+    assert exe.convention.platform_index == 1
     np.testing.assert_array_equal(exe(np.arange(3, dtype=F32)), [0, 2, 4])
     text = str(kiln.load(_write(exp, tmp_path)))
     assert "stablehlo.after_all" in text and "call @kiln_jax_main" in text
@@ -258,7 +259,7 @@ def test_shapes_must_fit_the_symbolic_shapes():
 
 
 def test_dimension_expressions_are_evaluated_without_eval():
-    from kiln.frontend.jax_export import eval_dim
+    from kiln.driver.calling import eval_dim
     env = {"b": 6, "c": 4}
     assert eval_dim("2*b + 1", env) == 13
     assert eval_dim("floordiv(b, 4) + mod(b, 4)", env) == 3

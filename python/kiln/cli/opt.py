@@ -1,4 +1,8 @@
-"""kiln-opt: print the IR after a stage or a pass pipeline, like mlir-opt, for FileCheck."""
+"""kiln-opt: print the IR after a stage, a pass or a pass pipeline, like mlir-opt, for FileCheck.
+
+Passes are Kiln's registered passes (`--list-passes`) and upstream MLIR passes, mixed freely:
+`--pass kiln-lower-sort,canonicalize` or
+`--pass-pipeline 'builtin.module(kiln-lower-sort,func.func(cse))'`."""
 from __future__ import annotations
 
 import re
@@ -14,8 +18,13 @@ def main(argv=None) -> int:
     parser.add_argument("file", nargs="?", help="input file ('-' or none: stdin)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--stage", help="print the IR after this stage (default: import)")
-    group.add_argument("--pass-pipeline", help="run this textual pass pipeline instead")
+    group.add_argument("--pass-pipeline", help="run this textual pass pipeline instead "
+                       "(Kiln's pass names and upstream ones)")
+    group.add_argument("--pass", dest="passes", metavar="NAME[,NAME...]",
+                       help="run these passes alone, in order (Kiln's or upstream)")
     group.add_argument("--print-pipeline", action="store_true", help="print the target's stages")
+    group.add_argument("--list-passes", action="store_true",
+                       help="print every registered Kiln pass with its summary")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--entry", help="entry function (default: main or the only public one)")
     parser.add_argument("--split-input-file", action="store_true",
@@ -31,13 +40,27 @@ def _run(args) -> int:
         from ..pipeline import format_pipeline
         print(format_pipeline(get_target(args.target).stages(args.entry)))
         return 0
+    if args.list_passes:
+        from ..lowering.registry import passes
+        registered = passes()
+        width = max(len(p.name) for p in registered)
+        for registered_pass in registered:  # in the order the CPU pipeline runs them
+            print(f"{registered_pass.name:<{width}}  {registered_pass.summary}")
+        return 0
+    if args.pass_pipeline or args.passes:
+        # Names are checked once, before any input: a misspelt one is one error naming the
+        # close ones, not one per split chunk.
+        from ..context import make_context
+        from ..lowering.registry import parse_pipeline
+        parse_pipeline(args.pass_pipeline or args.passes, make_context(), args.entry,
+                       where=_pipeline_option(args))
     if args.file in (None, "-"):
         text, filename = sys.stdin.read(), "<stdin>"
     else:
         from ..frontend import read_source
         data, filename = read_source(__import__("pathlib").Path(args.file))
         text = data
-    chunks = SPLIT.split(text if isinstance(text, str) else text.decode()) \
+    chunks = _split(text if isinstance(text, str) else text.decode()) \
         if args.split_input_file else [text]
     status = 0
     for i, chunk in enumerate(chunks):
@@ -53,20 +76,37 @@ def _run(args) -> int:
     return status
 
 
+def _pipeline_option(args) -> str:
+    return "--pass-pipeline" if args.pass_pipeline else "--pass"
+
+
+def _split(text: str) -> list[str]:
+    """The chunks between `// -----` lines, each preceded by as many empty lines as came
+    before it, so that errors give the line in the whole file (as mlir-opt does)."""
+    chunks, start = [], 0
+    for separator in [*SPLIT.finditer(text), None]:
+        end = separator.start() if separator else len(text)
+        chunks.append("\n" * text.count("\n", 0, start) + text[start:end])
+        start = separator.end() if separator else end
+    return chunks
+
+
 def _one(source, filename: str, args) -> str:
     from ..context import make_context
     from ..frontend import import_module
+    from ..lowering.registry import parse_pipeline
     from ..pipeline import run_steps
     ctx = make_context()
     module, _ = import_module(source, ctx, filename)
-    if args.pass_pipeline:
-        steps = [args.pass_pipeline[len("builtin.module("):-1]
-                 if args.pass_pipeline.startswith("builtin.module(") else args.pass_pipeline]
-        run_steps(module, steps, filename, "--pass-pipeline")
+    pipeline = args.pass_pipeline or args.passes
+    if pipeline:
+        option = _pipeline_option(args)
+        run_steps(module, parse_pipeline(pipeline, ctx, args.entry, where=option), filename,
+                  option)
         return str(module)
     if not args.stage or args.stage == "import":
         return str(module)
-    from ..runtime.executable import Executable
+    from ..driver import Executable
     from ..targets import get_target
     exe = Executable(module, get_target(args.target), args.entry, filename, compile_now=False)
     return exe.ir(args.stage)

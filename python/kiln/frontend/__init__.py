@@ -1,15 +1,19 @@
-"""Front ends: every source format becomes a StableHLO module in a given context."""
+"""Front ends: every source format becomes a StableHLO module in a given context, plus the
+calling convention its entry follows (convention.py)."""
 from __future__ import annotations
 
 import io
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from torch_mlir import ir
 
 from ..errors import KilnError
 from . import mlir as mlir_frontend
+from .convention import CallingConvention
 from .detect import Format, detect
+from .jax_export import recorded_convention  # any module may carry a JAX export's convention
 
 def read_source(source) -> tuple[bytes | str, str]:
     """(content, name for messages). A str is a path if it names an existing file and does not
@@ -33,36 +37,56 @@ def _looks_like_path(text: str) -> bool:
     return "\n" not in text and "{" not in text and len(text) < 4096
 
 
-def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple[ir.Module, str]:
-    """Parse `source` into a StableHLO module owned by `ctx`. Returns (module, filename);
-    `filename` names in-memory sources in messages."""
+@dataclass
+class Imported:
+    """What a front end returns: the module and how callers reach its entry."""
+    module: ir.Module
+    filename: str  # names in-memory sources in messages
+    convention: CallingConvention
+
+
+def import_program(source, ctx: ir.Context, filename: str | None = None) -> Imported:
+    """Parse `source` into a StableHLO module owned by `ctx`, with its calling convention."""
     if isinstance(source, ir.Module):
         # Re-home the module in Kiln's own context so the caller's stays untouched.
-        return mlir_frontend.parse_bytecode(_module_bytes(source), ctx, "<ir.Module>"), "<ir.Module>"
+        module = mlir_frontend.parse_bytecode(_module_bytes(source), ctx, "<ir.Module>")
+        return Imported(module, "<ir.Module>", recorded_convention(module))
     data, name = read_source(source)
     filename = filename or name
     fmt = detect(data)
     if fmt is Format.MLIR_BYTECODE:
         from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
-        return parse_raw_artifact(data, ctx, filename), filename
+        return _imported(parse_raw_artifact(data, ctx, filename), filename)
     if fmt is Format.JAX_EXPORTED:
         from .jax_export import load_exported
-        return load_exported(data, ctx, filename), filename
+        return _imported(load_exported(data, ctx, filename), filename)
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     if fmt is Format.HLO_TEXT:
         from .hlo import hlo_to_stablehlo
         text = hlo_to_stablehlo(text, filename)
-    return _parse_mlir_text(text, ctx, filename), filename
+    module = _parse_mlir_text(text, ctx, filename)
+    return Imported(module, filename, recorded_convention(module))
+
+
+def _imported(loaded: tuple[ir.Module, CallingConvention], filename: str) -> Imported:
+    module, convention = loaded
+    return Imported(module, filename, convention)
+
+
+def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple[ir.Module, str]:
+    """Parse `source` into a StableHLO module owned by `ctx`. Returns (module, filename);
+    `filename` names in-memory sources in messages."""
+    imported = import_program(source, ctx, filename)
+    return imported.module, imported.filename
 
 
 def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
-    """MLIR text, after the rewrites its content asks for: the check dialect's custom syntax,
-    and CHLO/MHLO (dialects only jaxlib has)."""
-    from . import check_syntax, chlo, mhlo
-    if check_syntax.has_custom_checks(text):
-        text = check_syntax.rewrite(text, filename)
-    if check_syntax.has_generic_const_checks(text):
-        text = check_syntax.rewrite_generic_consts(text)
+    """MLIR text, after the rewrites its content asks for: the check dialect's custom syntax
+    (dialects/check.py), and CHLO/MHLO (dialects only jaxlib has)."""
+    from ..dialects import check
+    from . import chlo, mhlo
+    if check.has_check_syntax(text):
+        text = check.read_check_syntax(text, filename)
     if mhlo.has_mhlo(text):
         return mhlo.mhlo_to_stablehlo(text, ctx, filename)
     if chlo.has_chlo(text):

@@ -17,28 +17,30 @@ dimension argument (`jax.global_constant = "b"`) gets it from `get_dimension_siz
 argument whose symbolic shape names it. `shape_assertion` custom calls become
 `check.expect_true`, and the Python side checks shapes against the symbolic ones first.
 
-The input and output pytrees travel with the module as JSON attributes (`kiln.jax.*`) and
-JaxExecutable restores them.
+The loaders return the module with its calling convention (convention.py: the pytrees, the
+symbolic shapes, how to specialise), which the driver applies; it also travels with the module
+as a JSON attribute (`kiln.jax.info`), so a module from `kiln.load` compiles to the same.
 """
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import re
 import struct
 from dataclasses import dataclass, field
 
-import numpy as np
 from torch_mlir import ir
+from torch_mlir.dialects import func
 
 from ..errors import KilnError
+from ..dialects import kiln as names
 from . import mlir as mlir_frontend
+from .convention import PLAIN, Aval, CallingConvention
 
 MLIR_BYTECODE_MAGIC = b"ML\xefR"
 _PRODUCER = re.compile(rb"StableHLO_v\d+\.\d+\.\d+")  # a portable artifact's producer string
 MAIN = "kiln_jax_main"
-ATTR = "kiln.jax.info"
+ATTR = names.JAX_INFO
 # Calling conventions whose @main layout this loader implements (JAX 0.4.31+ export 9..10).
 MIN_CALLING_CONVENTION, MAX_CALLING_CONVENTION = 9, 10
 
@@ -141,16 +143,6 @@ def looks_like_exported(data: bytes) -> bool:
 
 
 # -- the Exported's metadata -------------------------------------------------------------------
-@dataclass
-class Aval:
-    shape: list[str]       # one entry per dimension: "16", "b", "2*b"...
-    element: str           # MLIR element type
-
-    def mlir_type(self) -> str:
-        dims = ["?" if not d.isdigit() else d for d in self.shape]
-        return f"tensor<{''.join(d + 'x' for d in dims)}{self.element}>"
-
-
 @dataclass
 class ExportedInfo:
     function_name: str
@@ -263,11 +255,11 @@ def info_from_exported(exp) -> ExportedInfo:
 
 
 # -- the module ------------------------------------------------------------------------------
-def load_exported(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
+def load_exported(data: bytes, ctx: ir.Context, filename: str) -> tuple[ir.Module, CallingConvention]:
     return load_info(read_exported(data, filename), ctx, filename)
 
 
-def load_info(info: ExportedInfo, ctx: ir.Context, filename: str) -> ir.Module:
+def load_info(info: ExportedInfo, ctx: ir.Context, filename: str) -> tuple[ir.Module, CallingConvention]:
     try:
         module = parse_artifact(info.mlir_module, ctx, filename)
     except KilnError as exc:
@@ -277,7 +269,26 @@ def load_info(info: ExportedInfo, ctx: ir.Context, filename: str) -> ir.Module:
     with ctx:
         adapt_calling_convention(module, info, filename)
         module.operation.attributes[ATTR] = ir.StringAttr.get(info.to_json())
-    return module
+    return module, convention_of(info)
+
+
+def convention_of(info: ExportedInfo) -> CallingConvention:
+    """The calling convention of an export's module after adapt_calling_convention: the
+    wrapping @main computes JAX's dimension variables itself."""
+    return CallingConvention(
+        in_tree=info.in_tree, out_tree=info.out_tree, in_avals=tuple(info.in_avals),
+        out_avals=tuple(info.out_avals), infer_dimension_arguments=False,
+        kept_arguments=tuple(info.kept_var_idx), ordered_effects=tuple(info.ordered_effects),
+        platform_index=info.platforms.index("cpu") if "cpu" in info.platforms else None)
+
+
+def recorded_convention(module: ir.Module) -> CallingConvention:
+    """The convention a JAX loader recorded on `module` (a module from `kiln.load`, or its
+    text), else Kiln's plain one."""
+    attrs = module.operation.attributes
+    if ATTR not in attrs:
+        return PLAIN
+    return convention_of(ExportedInfo.from_json(ir.StringAttr(attrs[ATTR]).value))
 
 
 def parse_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
@@ -295,7 +306,7 @@ def parse_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
     return module
 
 
-def parse_raw_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
+def parse_raw_artifact(data: bytes, ctx: ir.Context, filename: str) -> tuple[ir.Module, CallingConvention]:
     """MLIR bytecode, and JAX's raw `exp.mlir_module_serialized` among it: Shardy attributes
     and JAX's calling-convention details are handled as far as the module alone allows."""
     if not _PRODUCER.search(data[:64]) or b"sdy" not in data:
@@ -304,7 +315,7 @@ def parse_raw_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module
         module = parse_artifact(data, ctx, filename)
     with ctx:
         adapt_raw_jax_module(module, filename)
-    return module
+    return module, recorded_convention(module)
 
 
 def adapt_raw_jax_module(module: ir.Module, filename: str) -> None:
@@ -338,7 +349,7 @@ def adapt_raw_jax_module(module: ir.Module, filename: str) -> None:
                         ordered_effects=[], unordered_effects=[])
     if len(arrays) != len(ftype.inputs) or len(outs) != len(ftype.results):
         adapt_calling_convention(module, info, filename)
-    # JaxExecutable then specialises dynamic shapes without taking leading scalar integer
+    # The driver then specialises dynamic shapes without taking leading scalar integer
     # arguments for dimension variables: JAX computes those inside its own @main.
     module.operation.attributes[ATTR] = ir.StringAttr.get(info.to_json())
 
@@ -350,6 +361,7 @@ def _aval_of_type(t: ir.Type) -> Aval:
 
 
 def _artifact_text_via_jax(data: bytes, filename: str) -> str:
+    from ..dialects.sdy import strip_shardy
     try:
         from jax._src.interpreters import mlir as jax_mlir
         from jax._src.lib import _jax
@@ -360,7 +372,9 @@ def _artifact_text_via_jax(data: bytes, filename: str) -> str:
                              "'jax_use_shardy_partitioner', False)") from None
     try:
         with jax_mlir.make_ir_context():
-            return jax_mlir.module_to_string(_jax.mlir.deserialize_portable_artifact(data))
+            module = _jax.mlir.deserialize_portable_artifact(data)
+            strip_shardy(module, jax_mlir.ir)  # Kiln's contexts lack Shardy (dialects/sdy.py)
+            return jax_mlir.module_to_string(module)
     except Exception as exc:  # jaxlib raises plain ValueError/RuntimeError here
         raise KilnError(f"jaxlib cannot deserialize the artifact: {exc}", location=filename,
                         hint="pass the bytes of exp.serialize() or exp.mlir_module_serialized "
@@ -399,79 +413,99 @@ def _is_token(t: ir.Type) -> bool:
 
 
 def adapt_calling_convention(module: ir.Module, info: ExportedInfo, filename: str) -> None:
+    """Rename JAX's @main to @kiln_jax_main and put a plain @main over every flat argument in
+    front of it, which passes the platform index, fresh tokens, dimension variables and the
+    kept arguments, and returns the array results."""
     from ..lowering.ir_util import find_entry, function_type
     main = find_entry(module, "main")
     ftype = function_type(main)
     in_types, out_types = list(ftype.inputs), list(ftype.results)
     arg_attrs = _arg_attrs(main, "arg_attrs") or [None] * len(in_types)
     res_attrs = _arg_attrs(main, "res_attrs") or [None] * len(out_types)
-    wrapper_args = [a.mlir_type() for a in info.in_avals]
-    kept = info.kept_var_idx
-    lines, call_operands, n_array, dims = [], [], 0, []
-    for k, (t, attrs) in enumerate(zip(in_types, arg_attrs)):
+    try:
+        with main.location:
+            wrapper_types = [_aval_type(a) for a in info.in_avals]
+    except (ir.MLIRError, ValueError) as exc:
+        raise KilnError(f"cannot build the entry for the export's calling convention: {exc}",
+                        location=filename, hint="the Exported's argument types are not "
+                                                "MLIR types Kiln knows") from None
+    # What the wrapper passes for each parameter of JAX's @main: (kind, detail).
+    plan: list[tuple[str, object]] = []
+    kept, arrays = info.kept_var_idx, 0
+    for t, attrs in zip(in_types, arg_attrs):
         name = _attr_str(attrs, "jax.global_constant")
-        var = f"%v{k}"
         if name == "_platform_index":
-            lines.append(f"{var} = stablehlo.constant dense<{info.platforms.index('cpu')}> : {t}")
+            plan.append(("platform", info.platforms.index("cpu")))
         elif name is not None:
-            dims.append((var, name, str(t)))
+            plan.append(("dimension", _dimension_source(name, info, filename)))
         elif _is_token(t):
-            lines.append(f"{var} = stablehlo.after_all : !stablehlo.token")
+            plan.append(("token", None))
         else:
-            if n_array >= len(kept):
+            if arrays >= len(kept):
                 raise KilnError(f"@main takes more array arguments than the export keeps ({len(kept)})",
                                 location=filename, hint="the Exported and its module disagree")
-            src = kept[n_array]
-            wrapper_args[src] = str(t)
-            var = f"%arg{src}"
-            n_array += 1
-        call_operands.append(var)
-    if n_array != len(kept):
-        raise KilnError(f"@main takes {n_array} array argument(s) but the export keeps {len(kept)}",
+            wrapper_types[kept[arrays]] = t  # the module's type: it may be more precise
+            plan.append(("argument", kept[arrays]))
+            arrays += 1
+    if arrays != len(kept):
+        raise KilnError(f"@main takes {arrays} array argument(s) but the export keeps {len(kept)}",
                         location=filename, hint="the Exported and its module disagree")
-    for var, name, t in dims:  # after the loop: the wrapper's argument types are final now
-        lines += _dimension_value(var, name, t, info, wrapper_args, filename)
-    results = [(i, t, a) for i, (t, a) in enumerate(zip(out_types, res_attrs)) if not _is_token(t)]
+    results = [i for i, t in enumerate(out_types) if not _is_token(t)]
     if len(results) != len(info.out_avals):
         raise KilnError(f"@main returns {len(results)} array(s) but the export declares "
                         f"{len(info.out_avals)}", location=filename)
     main.attributes["sym_name"] = ir.StringAttr.get(MAIN)
     main.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    res_sig = ", ".join(f"{t} {a}" if a is not None and len(a) else str(t) for _, t, a in results)
-    n_out = len(out_types)
-    binding = "" if n_out == 0 else "%r = " if n_out == 1 else f"%r:{n_out} = "
-    call = (f"{binding}func.call @{MAIN}({', '.join(call_operands)}) "
-            f": ({', '.join(map(str, in_types))}) -> ({', '.join(map(str, out_types))})")
-    rets = [f"%r#{i}" if n_out > 1 else "%r" for i, _, _ in results]
-    text = "\n".join([
-        f"func.func private @{MAIN}({', '.join(map(str, in_types))}) -> ({', '.join(map(str, out_types))})",
-        f"func.func public @main({', '.join(f'%arg{i}: {t}' for i, t in enumerate(wrapper_args))})"
-        f" -> ({res_sig}) {{",
-        *lines, call,
-        f"  func.return {', '.join(rets)} : {', '.join(str(t) for _, t, _ in results)}" if rets
-        else "  func.return", "}"])
-    try:
-        helper = ir.Module.parse(text)
-    except ir.MLIRError as exc:
-        raise KilnError(f"cannot build the entry for the export's calling convention: {exc}",
-                        location=filename) from None
-    wrapper = list(helper.body.operations)[1].operation
-    wrapper.move_before(list(module.body.operations)[0].operation)
+    first = list(module.body.operations)[0]
+    with ir.InsertionPoint(first), main.location:
+        wrapper = func.FuncOp("main", (wrapper_types, [out_types[i] for i in results]),
+                              visibility="public")
+        if any(res_attrs[i] is not None and len(res_attrs[i]) for i in results):
+            wrapper.result_attrs = ir.ArrayAttr.get(
+                [res_attrs[i] if res_attrs[i] is not None else ir.DictAttr.get({}) for i in results])
+        block = wrapper.add_entry_block()
+        with ir.InsertionPoint(block):
+            operands = [_wrapper_operand(kind, detail, t, block.arguments)
+                        for (kind, detail), t in zip(plan, in_types)]
+            call = func.CallOp(out_types, MAIN, operands)
+            func.ReturnOp([call.results[i] for i in results])
     _rewrite_shape_assertions(module)
 
 
-def _dimension_value(var: str, name: str, t: str, info: ExportedInfo, arg_types: list[str],
-                     filename: str) -> list[str]:
-    """A dimension argument of @main, read off the shape of the argument that names it."""
+def _aval_type(aval: Aval) -> ir.Type:
+    dims = [int(d) if d.isdigit() else ir.ShapedType.get_dynamic_size() for d in aval.shape]
+    return ir.RankedTensorType.get(dims, ir.Type.parse(aval.element))
+
+
+def _dimension_source(name: str, info: ExportedInfo, filename: str) -> tuple[int, int]:
+    """(argument, dimension) whose size is JAX's dimension variable `name`."""
     for arg, aval in enumerate(info.in_avals):
         if name in aval.shape:
-            dim = aval.shape.index(name)
-            return [f"{var}_i32 = stablehlo.get_dimension_size %arg{arg}, dim = {dim} : "
-                    f"({arg_types[arg]}) -> tensor<i32>",
-                    f"{var} = stablehlo.convert {var}_i32 : (tensor<i32>) -> {t}"]
+            return arg, aval.shape.index(name)
     raise KilnError(f"@main takes dimension variable '{name}', which no argument's shape names "
                     "on its own", location=filename,
                     hint="export with shapes where every dimension variable is some dimension")
+
+
+def _wrapper_operand(kind: str, detail, t: ir.Type, args) -> ir.Value:
+    """The value the wrapping @main passes for one parameter of JAX's @main (of type `t`)."""
+    if kind == "argument":
+        return args[detail]
+    if kind == "platform":
+        return _hlo("stablehlo.constant", [], t, value=ir.DenseElementsAttr.get_splat(
+            t, ir.IntegerAttr.get(ir.RankedTensorType(t).element_type, detail)))
+    if kind == "token":
+        return _hlo("stablehlo.after_all", [], t)
+    arg, dim = detail  # a dimension variable: the size of that argument's dimension
+    i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+    size = _hlo("stablehlo.get_dimension_size", [args[arg]], i32,
+                dimension=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim))
+    return _hlo("stablehlo.convert", [size], t)
+
+
+def _hlo(name: str, operands: list[ir.Value], result: ir.Type, **attributes) -> ir.Value:
+    return ir.Operation.create(name, results=[result], operands=operands,
+                               attributes=attributes).result
 
 
 def _rewrite_shape_assertions(module: ir.Module) -> None:
@@ -491,175 +525,3 @@ def _rewrite_shape_assertions(module: ir.Module) -> None:
         op.erase()
 
 
-# -- calling with pytrees ----------------------------------------------------------------------
-def info_of(module: ir.Module) -> ExportedInfo | None:
-    attrs = module.operation.attributes
-    return ExportedInfo.from_json(ir.StringAttr(attrs[ATTR]).value) if ATTR in attrs else None
-
-
-def executable_class(module: ir.Module):
-    """The Executable class for `module`: JaxExecutable for JAX exports (pytrees restored)."""
-    from ..runtime.executable import Executable
-    return JaxExecutable if info_of(module) is not None else Executable
-
-
-def _custom_node(node: list):
-    try:
-        from jax._src.export import _export
-    except ImportError:
-        raise KilnError(f"the export's pytree has a custom node '{node[2]}'; restoring it needs jax",
-                        hint="install jax, or call the Executable's .flat(...) with flat arrays") from None
-    if node[2] not in _export.deserialization_registry:
-        raise KilnError(f"the export's pytree has node type '{node[2]}', unknown to this jax",
-                        hint="register it with jax.export.register_pytree_node_serialization")
-    _, from_aux, from_iter = _export.deserialization_registry[node[2]]
-    return from_aux(base64.b64decode(node[3])), from_iter
-
-
-def unflatten(tree: list, leaves):
-    """Build the pytree `tree` (see _tree) from an iterator of leaves."""
-    kind, children = tree[0], tree[1]
-    if kind == "leaf":
-        return next(leaves)
-    values = [unflatten(c, leaves) for c in children]
-    if kind == "none":
-        return None
-    if kind == "tuple":
-        return tuple(values)
-    if kind == "list":
-        return values
-    if kind == "dict":
-        return dict(zip(tree[2], values))
-    if kind == "custom":
-        aux, from_iter = _custom_node(tree)
-        return from_iter(aux, values)
-    raise KilnError(f"unknown pytree node kind {kind}")
-
-
-def flatten(tree: list, value, what: str) -> list:
-    """The leaves of `value`, checked against the structure `tree`."""
-    kind, children = tree[0], tree[1]
-    if kind == "leaf":
-        return [value]
-    if kind == "none":
-        if value is not None:
-            raise KilnError(f"{what} must be None")
-        return []
-    if kind in ("tuple", "list"):
-        if not isinstance(value, (tuple, list)) or len(value) != len(children):
-            raise KilnError(f"{what} must be a {kind} of {len(children)}, got {type(value).__name__}"
-                            + (f" of {len(value)}" if isinstance(value, (tuple, list)) else ""))
-        return [x for c, v, i in zip(children, value, range(len(children)))
-                for x in flatten(c, v, f"{what}[{i}]")]
-    if kind == "dict":
-        if not isinstance(value, dict) or sorted(value) != sorted(tree[2]):
-            raise KilnError(f"{what} must be a dict with keys {tree[2]}")
-        return [x for c, k in zip(children, tree[2]) for x in flatten(c, value[k], f"{what}[{k!r}]")]
-    if kind == "custom":
-        aux, from_iter = _custom_node(tree)  # a clear error first when jax is missing
-        import jax
-        placeholder = from_iter(aux, [unflatten(c, iter(lambda: 0.0, None)) for c in children])
-        treedef = jax.tree_util.tree_structure(placeholder)
-        return list(jax.tree_util.tree_leaves(treedef.flatten_up_to(value)))
-    raise KilnError(f"unknown pytree node kind {kind}")
-
-
-_DIM_FUNCS = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min,
-              "non_negative": lambda a: max(a, 0)}
-_DIM_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
-            ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b,
-            ast.Mod: lambda a, b: a % b}
-
-
-def eval_dim(expr: str, env: dict[str, int]) -> int:
-    """The value of one of JAX's symbolic dimension expressions ("2*b + 1", "floordiv(b, 2)",
-    "max(a, b)"...) for the variables in `env`. The text comes from a file, so it is evaluated
-    from its syntax tree, never with eval(). Raises ValueError for any other form."""
-    def value(node):
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name) and node.id in env:
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _DIM_OPS:
-            return _DIM_OPS[type(node.op)](value(node.left), value(node.right))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in _DIM_FUNCS and not node.keywords:
-            return _DIM_FUNCS[node.func.id](*(value(a) for a in node.args))
-        raise ValueError(f"unsupported dimension expression {expr!r}")
-    try:
-        return value(ast.parse(expr, mode="eval").body)
-    except (SyntaxError, ZeroDivisionError, TypeError, RecursionError) as exc:
-        raise ValueError(str(exc)) from None
-
-
-def check_shapes(avals: list[Aval], shapes: list[tuple[int, ...]], entry: str) -> None:
-    """Check concrete shapes against the symbolic ones before compiling: a clear error instead
-    of a program specialised to inconsistent dimension variables."""
-    env: dict[str, int] = {}
-    for arg, (aval, shape) in enumerate(zip(avals, shapes)):
-        for d, (sym, n) in enumerate(zip(aval.shape, shape)):
-            if re.fullmatch(r"[A-Za-z_]\w*", sym):
-                if sym in env and env[sym] != n:
-                    raise KilnError(f"argument {arg} of @{entry} has dimension {d} = {n}, but "
-                                    f"dimension variable '{sym}' is {env[sym]} from an earlier "
-                                    "argument", hint="shapes must fit the export's symbolic shapes")
-                if n < 1:
-                    raise KilnError(f"dimension variable '{sym}' must be >= 1, got {n} "
-                                    f"(argument {arg} of @{entry}, dimension {d})")
-                env[sym] = n
-    for arg, (aval, shape) in enumerate(zip(avals, shapes)):
-        for d, (sym, n) in enumerate(zip(aval.shape, shape)):
-            try:
-                want = eval_dim(sym, env)
-            except ValueError:  # a form this check cannot evaluate: the program's own check decides
-                continue
-            if want != n:
-                raise KilnError(f"argument {arg} of @{entry} must have dimension {d} = {sym} = "
-                                f"{want}, got {n}", hint="shapes must fit the export's symbolic shapes: "
-                                + ", ".join("(" + ", ".join(a.shape) + ")" for a in avals))
-
-
-def _executable_base():
-    from ..runtime.executable import Executable
-    return Executable
-
-
-class JaxExecutable(_executable_base()):
-    """An Executable for a JAX export: called like the exported function (its pytrees of
-    arrays in, its pytree of numpy arrays out). `.flat(*arrays)` calls it with flat arrays."""
-
-    def __init__(self, imported: ir.Module, *args, **kwargs):
-        self.jax_info = info_of(imported)
-        super().__init__(imported, *args, **kwargs)
-
-    def __call__(self, *args, **kwargs):
-        info = self.jax_info
-        if info.in_tree is None:
-            return super().__call__(*args)
-        leaves = flatten(info.in_tree, (args, kwargs), "the arguments")
-        outputs = super().__call__(*leaves)
-        return unflatten(info.out_tree, iter(outputs)) if info.out_tree else outputs
-
-    def _module(self, ctx: ir.Context, arg_shapes) -> tuple[ir.Module, dict[int, int]]:
-        """Specialise to concrete shapes by plain StableHLO refinement. The wrapping @main
-        computes JAX's dimension variables itself, so its leading scalar integer parameters are
-        the user's own values and must not be taken for dimension arguments."""
-        if arg_shapes is None or all(s.is_static for s in self.arg_specs):
-            return super()._module(ctx, arg_shapes)
-        from ..pipeline import run_steps
-        module, _ = super()._module(ctx, None)
-        types = ",".join(s.mlir_type(tuple(shape)) for s, shape in zip(self.arg_specs, arg_shapes))
-        run_steps(module, [f"stablehlo-refine-arguments{{types={types}}}", "stablehlo-refine-shapes",
-                           "func.func(stablehlo-canonicalize-dynamism)", "stablehlo-refine-shapes",
-                           "canonicalize"], self.filename, "specialize")
-        return module, {}
-
-    def flat(self, *arrays) -> tuple[np.ndarray, ...]:
-        return super().__call__(*arrays)
-
-    def run_checks(self, *args):
-        arrays = self._coerce(args)
-        check_shapes(self.jax_info.in_avals, [a.shape for a in arrays], self.entry)
-        return super().run_checks(*arrays)

@@ -1,4 +1,5 @@
-"""Targets turn a StableHLO module into something callable. Registry: name -> Target."""
+"""Targets turn a StableHLO module into something callable. Registry: name -> Target; the
+built-in ones are listed in `_builtin_targets`, others register with `register_target`."""
 from __future__ import annotations
 
 from ..errors import KilnError
@@ -12,10 +13,17 @@ def register_target(cls: type[Target]) -> type[Target]:
     return cls
 
 
+def _builtin_targets() -> list[type[Target]]:
+    # Listed here rather than registering themselves, so that no target module imports this
+    # package (which would close an import circle); imported lazily, on first use.
+    from .cpu import CpuTarget
+    return [CpuTarget]
+
+
 def get_target(name: str, **options) -> Target:
     if name not in _TARGETS:
-        # Targets register on import; importing here keeps the registry explicit and lazy.
-        from . import cpu  # noqa: F401
+        for target in _builtin_targets():
+            _TARGETS.setdefault(target.name, target)
     try:
         return _TARGETS[name](**options)
     except KeyError:

@@ -7,80 +7,95 @@ from torch_mlir.execution_engine import ExecutionEngine
 
 from .. import native
 from ..errors import KilnError
-from ..lowering.entry import copy_repeated_results, emit_c_interface
-from ..lowering import codegen, guards, legalize
-from ..lowering.codegen.interrupts import insert_interrupt_checks
+from ..lowering import codegen
 from ..lowering.trust import check_lowered
-from ..lowering.verify import check_legalized
-from ..pipeline import PyPass, Stage
+from ..pipeline import Stage
 from ..runtime.memref import pack_arguments
-from . import register_target
-from .base import Invoker, Target, common_stages
+from .base import COMMON_STAGES, Invoker, Target
 
 # 8-bit floats have no LLVM arithmetic; compute in f32 and round on store.
 _EMULATED_FLOATS = "f8E4M3FN,f8E5M2,f8E4M3FNUZ,f8E5M2FNUZ,f8E4M3B11FNUZ,f8E4M3,f8E3M4,f8E8M0FNU,f4E2M1FN,f6E2M3FN,f6E3M2FN"
 
 
-@register_target
 class CpuTarget(Target):
     name = "cpu"
 
-    def stages(self, entry: str | None) -> list[Stage]:
-        return common_stages(entry) + [
-            Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
-                "func.func(stablehlo-legalize-quant-to-math)",
-                "func.func(chlo-legalize-to-stablehlo)",
-                *legalize.before_upstream(),
-                "func.func(stablehlo-legalize-to-linalg)",
-                *legalize.after_upstream(),
-                "stablehlo-convert-to-signless",
-                "canonicalize",
-                PyPass("check-legalized", check_legalized),
-            ]),
-            Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
-                PyPass("protect-contractions", codegen.protect_contractions),
-                "linalg-fuse-elementwise-ops",
-                "canonicalize",
-                "cse",
-                PyPass("restore-contractions", codegen.restore_contractions),
-            ]),
-            Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
-                               "(XLA: buffer assignment)", [
-                PyPass("emit-c-interface", lambda m: emit_c_interface(m, entry)),
-                PyPass("copy-repeated-results", lambda m: copy_repeated_results(m, entry)),
-                "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
-                "function-boundary-type-conversion=identity-layout-map}",
-                "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
-                "buffer-deallocation-pipeline",
-                "canonicalize",
-            ]),
-            Stage("codegen", "large products -> BLAS calls, big loop nests on both cores, "
-                             "vectorizable math; linalg -> loops", [
-                PyPass("blas-calls", codegen.blas_calls),
-                PyPass("parallelize", codegen.parallelize),
-                PyPass("approximate-math", codegen.approximate_math),
-                PyPass("reassociate-reductions", codegen.reassociate_reductions),
-                PyPass("copies-as-loops", guards.copies_as_loops),
-                "convert-linalg-to-loops",
-                PyPass("interrupt-checks", insert_interrupt_checks),  # Ctrl-C stops loops
-            ]),
-            Stage("lower", "everything -> LLVM dialect", [
-                "convert-scf-to-cf",
-                "expand-strided-metadata",
-                "lower-affine",
-                f"arith-emulate-unsupported-floats{{source-types={_EMULATED_FLOATS} target-type=f32}}",
-                "convert-complex-to-standard",
-                # temporaries come from Kiln's buffer pool (runtime/kiln_parallel.c)
-                "finalize-memref-to-llvm{use-generic-functions=1}",
-                "convert-math-to-llvm",
-                "convert-math-to-libm",
-                "convert-complex-to-llvm",
-                "convert-arith-to-llvm",
-                "convert-func-to-llvm",
-                "convert-cf-to-llvm",
-                "reconcile-unrealized-casts",
-            ]),
-        ]
+    # The CPU pipeline, in order. A step is a registered Kiln pass (`kiln-opt --list-passes`
+    # prints each with its summary; `kiln-opt FILE --pass NAME` runs one alone) or upstream
+    # pass-pipeline text. Each stage runs as one MLIR pass manager.
+    pipeline = [
+        *COMMON_STAGES,  # verify, optimize (base.py)
+        Stage("legalize", "StableHLO -> linalg/tensor/arith/math (XLA: HLO -> LLVM IR emitters)", [
+            "func.func(stablehlo-legalize-quant-to-math)",
+            "func.func(chlo-legalize-to-stablehlo)",
+            # Kiln's own lowerings (lowering/legalize/), for what the upstream pass below
+            # lacks or gets wrong; most rewrite into scf loops or StableHLO it can lower.
+            "kiln-fix-semantics",             # semantics: ops upstream lowers with another meaning
+            "func.func(stablehlo-legalize-composite-to-call)",  # control flow: composites
+            "inline",                         # ... become calls, inlined like any call
+            "kiln-lower-control-flow",        # while/if/case -> scf
+            "kiln-lower-rng-normal",          # float rng, UNIFORM and NORMAL (upstream: integers)
+            "kiln-lower-scatter",             # data movement: scatter, sort, select_and_scatter
+            "kiln-lower-sort",
+            "kiln-lower-select-and-scatter",
+            "kiln-widen-unsigned-slice-starts",
+            "kiln-widen-narrow-floats",       # numerics: 8/6/4-bit floats computed in f32
+            "kiln-lower-fft",
+            "kiln-lower-linalg-ops",          # cholesky, triangular_solve
+            "kiln-lower-custom-calls",        # custom calls -> the C runtime's dispatcher
+            "func.func(stablehlo-legalize-to-linalg)",
+            # After upstream: what its output still needs.
+            "kiln-accurate-libm-calls",       # log1p/expm1 as libm calls
+            "kiln-scalarize-0d-loops",        # no buffer per iteration in Kiln's loops
+            "kiln-lower-narrow-float-casts",  # extf/truncf of narrow floats as integer code
+            "stablehlo-convert-to-signless",
+            "canonicalize",
+            "kiln-check-legalized",           # name any op left over
+        ]),
+        Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
+            "kiln-protect-contractions",      # large products stay whole, for BLAS
+            "linalg-fuse-elementwise-ops",
+            "canonicalize",
+            "cse",
+            "kiln-restore-contractions",
+        ]),
+        Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
+                           "(XLA: buffer assignment)", [
+            "kiln-emit-c-interface",
+            "kiln-copy-repeated-results",
+            "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
+            "function-boundary-type-conversion=identity-layout-map}",
+            "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
+            "buffer-deallocation-pipeline",
+            "canonicalize",
+        ]),
+        Stage("codegen", "large products -> BLAS calls, big loop nests on both cores, "
+                         "vectorizable math; linalg -> loops", [
+            "kiln-blas-calls",
+            "kiln-parallelize",
+            "kiln-approximate-math",
+            "kiln-reassociate-reductions",
+            "kiln-copies-as-loops",
+            "convert-linalg-to-loops",
+            "kiln-interrupt-checks",          # Ctrl-C stops loops
+        ]),
+        Stage("lower", "everything -> LLVM dialect", [
+            "convert-scf-to-cf",
+            "expand-strided-metadata",
+            "lower-affine",
+            f"arith-emulate-unsupported-floats{{source-types={_EMULATED_FLOATS} target-type=f32}}",
+            "convert-complex-to-standard",
+            # temporaries come from Kiln's buffer pool (runtime/kiln_parallel.c)
+            "finalize-memref-to-llvm{use-generic-functions=1}",
+            "convert-math-to-llvm",
+            "convert-math-to-libm",
+            "convert-complex-to-llvm",
+            "convert-arith-to-llvm",
+            "convert-func-to-llvm",
+            "convert-cf-to-llvm",
+            "reconcile-unrealized-casts",
+        ]),
+    ]
 
     def load(self, module: ir.Module, entry: str) -> Invoker:
         libs = [str(p) for p in native.runtime_libraries()]

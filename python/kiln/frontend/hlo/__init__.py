@@ -25,10 +25,11 @@ def verify_mlir(text: str, what: str = "emitted StableHLO"):
     print.  Failures become KilnError (they indicate an importer bug, not a user error)."""
     from torch_mlir import ir
     from torch_mlir._mlir_libs import _stablehlo
+    from ...dialects import load_all
 
     ctx = ir.Context()
     _stablehlo.register_dialect(ctx)
-    ctx.allow_unregistered_dialects = True
+    load_all(ctx)  # Kiln's check and kiln dialects; no unregistered ones
     with ctx, ir.Location.unknown():
         try:
             module = ir.Module.parse(text)

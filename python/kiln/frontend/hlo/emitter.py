@@ -20,6 +20,7 @@ import re
 import numpy as np
 
 from kiln.errors import KilnError
+from kiln.dialects import kiln as names
 from kiln.layout import Layout, Shape
 
 from .parser import (AttrReader, Instruction, Module, parse_literal, parse_replica_groups,
@@ -225,7 +226,7 @@ class Emitter:
            regions=()) -> list[Val]:
         attrs = dict(attrs or {})
         if self.fusion_kind and not name.startswith(("func.", "stablehlo.return")):
-            attrs["kiln.fusion_kind"] = _mlir_str(self.fusion_kind)
+            attrs[names.FUSION_KIND] = _mlir_str(self.fusion_kind)
         lhs, results = "", []
         if len(result_types) == 1:
             n = self.fresh()
@@ -397,7 +398,7 @@ class Emitter:
         def lay(s: Shape, extra: str = "") -> str:
             if s.is_token:
                 return f" {{{extra}}}" if extra else ""
-            return f' {{{extra + ", " if extra else ""}kiln.layout = "{s.effective_layout()}"}}'
+            return f' {{{extra + ", " if extra else ""}{names.LAYOUT} = "{s.effective_layout()}"}}'
 
         sig = ", ".join(f"{a.name}: {a.type}"
                         + lay(s, f"tf.aliasing_output = {aliases[i]} : i32" if i in aliases else "")
@@ -405,11 +406,11 @@ class Emitter:
         res = ", ".join(f"{s.mlir_type()}{lay(s)}" for s in res_shapes)
         main = (f"func.func @main({sig}) -> ({res}) {{\n"
                 + "\n".join("  " + ln for ln in self.out) + "\n}")
-        mattrs = [f'kiln.hlo_module = {_mlir_str(self.m.name)}']
+        mattrs = [f'{names.HLO_MODULE} = {_mlir_str(self.m.name)}']
         for key in ("num_partitions", "replica_count"):
             if key in self.m.attrs:
                 try:
-                    mattrs.append(f"kiln.{key} = {int(self.m.attrs[key].raw)} : i64")
+                    mattrs.append(f"{names.HLO_CONFIG[key]} = {int(self.m.attrs[key].raw)} : i64")
                 except ValueError:
                     pass
         return ("module @" + _symbol(self.m.name) + " attributes {" + ", ".join(mattrs) + "} {\n"
@@ -671,7 +672,7 @@ class Emitter:
 
     def _op_stochastic_convert(self, ins, a, ops, flat, rtypes):
         return [self.op1("stablehlo.custom_call", flat, rtypes[0],
-                         {"call_target_name": '"kiln.stochastic_convert"'})]
+                         {"call_target_name": f'"{names.STOCHASTIC_CONVERT}"'})]
 
     # -- linear algebra
     def _precision(self, a):
@@ -963,9 +964,9 @@ class Emitter:
         # seed's nested pointer arrays from these trees (depth first: -1 a buffer, k a k-tuple).
         operand_shapes = [self._shape_of_operand(ins, i) for i in range(len(ins.operands))]
         if any(s.is_tuple for s in operand_shapes):
-            attrs["kiln.operand_tree"] = _tree_attr(operand_shapes)
+            attrs[names.OPERAND_TREE] = _tree_attr(operand_shapes)
         if ins.shape.is_tuple:
-            attrs["kiln.result_tree"] = _tree_attr([ins.shape])
+            attrs[names.RESULT_TREE] = _tree_attr([ins.shape])
         return self.op("stablehlo.custom_call", flat, rtypes, attrs)
 
     # -- random numbers

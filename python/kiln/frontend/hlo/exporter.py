@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from kiln.errors import KilnError
+from kiln.dialects import kiln as names
 from kiln.layout import ELEMENT_TYPES, MLIR_TO_HLO, Layout
 
 from .emitter import _SIMPLE
@@ -243,8 +244,8 @@ class Exporter:
         attrs = self.module.operation.attributes
         if "sym_name" in attrs:
             name = str(attrs["sym_name"]).strip('"')
-        if "kiln.hlo_module" in attrs:
-            name = _str_attr(attrs["kiln.hlo_module"])
+        if names.HLO_MODULE in attrs:
+            name = _str_attr(attrs[names.HLO_MODULE])
         for op in self.module.body.operations:
             if op.operation.name == "func.func":
                 self.funcs[str(op.attributes["sym_name"]).strip('"')] = op
@@ -258,8 +259,8 @@ class Exporter:
                      for a, r in sorted(self.aliases.items(), key=lambda x: x[1])]
             header += ", input_output_alias={ " + ", ".join(items) + " }"
         for key in ("num_partitions", "replica_count"):
-            if f"kiln.{key}" in attrs:
-                header += f", {key}={_ints(str(attrs[f'kiln.{key}']))[0]}"
+            if names.HLO_CONFIG[key] in attrs:
+                header += f", {key}={_ints(str(attrs[names.HLO_CONFIG[key]]))[0]}"
         return header + "\n\n" + "\n\n".join(self.comps + [entry_text]) + "\n"
 
     def export_func(self, fname: str, entry=False):
@@ -884,10 +885,11 @@ def _arg_layouts(func, key, n) -> list[str | None]:
 def stablehlo_to_hlo(module_text: str) -> str:
     from torch_mlir import ir
     from torch_mlir._mlir_libs import _stablehlo
+    from ...dialects import load_all
 
     ctx = ir.Context()
     _stablehlo.register_dialect(ctx)
-    ctx.allow_unregistered_dialects = True
+    load_all(ctx)  # Kiln's check and kiln dialects; no unregistered ones
     with ctx, ir.Location.unknown():
         try:
             module = ir.Module.parse(module_text)

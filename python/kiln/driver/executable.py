@@ -1,72 +1,44 @@
 """Executable: a compiled program called with numpy arrays.
 
 Static signatures compile once, at `kiln.compile`. Dynamic ones (`tensor<?x3xf32>`) compile
-per concrete argument shapes at call time, refined with StableHLO's shape refinement, and are
-cached per shape.
+per concrete argument shapes at call time, specialised as the front end's calling convention
+says, and are cached per shape. The calling convention also decides how values are passed:
+positional arrays in and a tuple out by default, the exported function's pytrees for JAX
+exports (`.flat(*arrays)` always takes and returns flat arrays).
 """
 from __future__ import annotations
 
-import io
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 from torch_mlir import ir
 
 from ..context import make_context
 from ..diagnostics import format_location
+from ..dialects import kiln as names
 from ..errors import CheckFailure, KilnError
-from ..lowering.checks import read_checks
-from ..lowering.entry import read_result_sources
+from ..frontend.convention import PLAIN, CallingConvention
+from ..lowering.ir_util import find_entry
 from ..lowering.tuples import flatten_entry_tuples
-from ..lowering.ir_util import find_entry, function_type, symbol_name
-from ..pipeline import Stage, StageTiming, directory_dumper, run_stages
-from ..targets.base import Invoker, Target
-from . import checks as check_eval
-from .dtypes import normalize_sub_byte
-from .memref import TensorSpec
-
-
-def tensor_spec(t: ir.Type, what: str) -> TensorSpec:
-    try:
-        ranked = ir.RankedTensorType(t)
-    except ValueError:
-        raise KilnError(f"{what} has type {t}, which Kiln cannot pass yet",
-                        hint="entry parameters and results must be ranked tensors") from None
-    shape = tuple(None if ir.ShapedType.is_dynamic_size(d) else d for d in ranked.shape)
-    return TensorSpec(shape, str(ranked.element_type))
-
-
-def signature(module: ir.Module, entry: str | None) -> tuple[str, list[TensorSpec], list[TensorSpec]]:
-    func = find_entry(module, entry)
-    ftype = function_type(func)
-    name = symbol_name(func)
-    args = [tensor_spec(t, f"argument {i} of @{name}") for i, t in enumerate(ftype.inputs)]
-    results = [tensor_spec(t, f"result {i} of @{name}") for i, t in enumerate(ftype.results)]
-    return name, args, results
-
-
-@dataclass
-class Compiled:
-    """One fully compiled specialization of the entry function."""
-    invoke: Invoker
-    results: list[TensorSpec]          # every distinct compiled result, check operands included
-    sources: list[int]                 # program result i is compiled result sources[i]
-    user_results: int
-    checks: list[dict]
-    timings: list[StageTiming] = field(default_factory=list)
-    context: ir.Context | None = None  # keeps the JITed module's context alive
-    dimension_values: dict[int, int] = field(default_factory=dict)  # JAX dimension arguments
+from ..pipeline import Stage, StageTiming, run_stages
+from ..runtime import checks as check_eval
+from ..runtime.dtypes import normalize_sub_byte
+from ..runtime.memref import TensorSpec
+from ..targets.base import Target
+from . import avals, calling
+from .compiler import Compiled, compile_module, signature, to_bytecode
+from .specialize import specialize_to
 
 
 class Executable:
     def __init__(self, imported: ir.Module, target: Target, entry: str | None, filename: str,
-                 compile_now: bool = True):
+                 compile_now: bool = True, convention: CallingConvention = PLAIN):
         self.target = target
         self.filename = filename
+        self.convention = convention
         with imported.context:
             flatten_entry_tuples(imported, entry)
-        self._imported = _to_bytecode(imported)
+        self._imported = to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
         self.result_orders = _result_memory_orders(find_entry(imported, self.entry))
         self._cache: dict[tuple, Compiled] = {}
@@ -81,7 +53,7 @@ class Executable:
 
     def ir(self, stage: str = "import", *, arg_shapes: list[tuple[int, ...]] | None = None) -> str:
         """The module's IR after `stage` ("import", or a name from `stage_names()`)."""
-        names = ["import"] + [s.name for s in self.stages]
+        names = self.stage_names()
         if stage not in names:
             raise KilnError(f"unknown stage '{stage}'", hint="stages: " + ", ".join(names))
         ctx = make_context()
@@ -97,10 +69,43 @@ class Executable:
     def timings(self) -> list[StageTiming]:
         return next(iter(self._cache.values())).timings if self._cache else []
 
+    @property
+    def in_avals(self) -> tuple[avals.ShapedArray, ...]:
+        """Shape and dtype of each flat argument (for JAX exports, the exported function's
+        flattened arguments, with their symbolic dimensions)."""
+        if self.convention.in_avals is not None:
+            return tuple(avals.from_symbolic(a) for a in self.convention.in_avals)
+        return tuple(avals.from_spec(s) for s in self.arg_specs)
+
+    @property
+    def out_avals(self) -> tuple[avals.ShapedArray, ...]:
+        """Shape and dtype of each flat result."""
+        if self.convention.out_avals is not None:
+            return tuple(avals.from_symbolic(a) for a in self.convention.out_avals)
+        return tuple(avals.from_spec(s) for s in self.result_specs)
+
+    @property
+    def has_checks(self) -> bool:
+        return any(c.checks for c in self._cache.values())
+
     # -- calling -------------------------------------------------------------------------------
-    def __call__(self, *args) -> tuple[np.ndarray, ...]:
-        """Run the program; raises CheckFailure if a `check.*` in it does not hold."""
-        results, outcomes = self.run_checks(*args)
+    def __call__(self, *args, **kwargs):
+        """Run the program; raises CheckFailure if a `check.*` in it does not hold. Takes and
+        returns what the calling convention says: the exported function's pytrees for JAX
+        exports, else positional arrays in and a tuple of numpy arrays out."""
+        tree = self.convention.in_tree
+        if tree is None:
+            if kwargs:
+                raise KilnError(f"@{self.entry} takes positional arguments only, got "
+                                + ", ".join(map(repr, kwargs)), hint="pass the arrays in order")
+            return self.flat(*args)
+        outputs = self.flat(*calling.flatten(tree, (args, kwargs), "the arguments"))
+        out_tree = self.convention.out_tree
+        return calling.unflatten(out_tree, iter(outputs)) if out_tree else outputs
+
+    def flat(self, *arrays) -> tuple[np.ndarray, ...]:
+        """Call with the flat arrays, get the flat results; raises CheckFailure."""
+        results, outcomes = self.run_checks(*arrays)
         failures = [o for o in outcomes if not o.passed]
         if failures:
             raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
@@ -108,8 +113,11 @@ class Executable:
         return results
 
     def run_checks(self, *args) -> tuple[tuple[np.ndarray, ...], list[check_eval.CheckOutcome]]:
-        """Like calling, but returns every check's outcome instead of raising on failure."""
+        """Like `flat`, but returns every check's outcome instead of raising on failure."""
         arrays = self._coerce(args)
+        if self.convention.in_avals is not None:
+            calling.check_shapes(list(self.convention.in_avals), [a.shape for a in arrays],
+                                 self.entry)
         compiled = self._compiled_for(tuple(a.shape for a in arrays))
         for index, value in compiled.dimension_values.items():
             if int(arrays[index]) != value:
@@ -132,10 +140,6 @@ class Executable:
                    zip(outputs[:compiled.user_results], self.result_orders + [None] * len(outputs))]
         return tuple(results), outcomes
 
-    @property
-    def has_checks(self) -> bool:
-        return any(c.checks for c in self._cache.values())
-
     def _coerce(self, args) -> list[np.ndarray]:
         if len(args) != len(self.arg_specs):
             raise KilnError(f"@{self.entry} takes {len(self.arg_specs)} argument(s), got {len(args)}",
@@ -153,10 +157,9 @@ class Executable:
             module = ir.Module.parse(self._imported)
         dimension_values: dict[int, int] = {}
         if arg_shapes is not None and not all(s.is_static for s in self.arg_specs):
-            from ..lowering.shapes import specialize
-            dimension_values = specialize(
-                module, self.entry, [s.mlir_type(tuple(shape)) for s, shape in
-                                     zip(self.arg_specs, arg_shapes)], self.filename)
+            types = [s.mlir_type(tuple(shape)) for s, shape in zip(self.arg_specs, arg_shapes)]
+            dimension_values = specialize_to(module, self.entry, types, self.filename,
+                                             self.convention)
         return module, dimension_values
 
     def _compiled_for(self, shapes: tuple) -> Compiled:
@@ -166,32 +169,8 @@ class Executable:
             return self._cache[shapes]
 
     def _compile(self, shapes) -> Compiled:
-        ctx = make_context()
-        module, dimension_values = self._module(ctx, shapes)
-        timings: list[StageTiming] = []
-        stages = self.stages
-        dump = None
-        if self.target.options.get("dump_dir"):
-            from pathlib import Path
-            dump = directory_dumper(self.target.options["dump_dir"],
-                                    Path(self.filename).stem.strip("<>") or "module")
-            dump("import", module)
-        # The signature is read after `optimize` (checks outlined) and before `legalize`
-        # (which erases signedness).
-        split = [s.name for s in stages].index("optimize") + 1
-        run_stages(module, stages[:split], self.filename, timings=timings, dump=dump)
-        _, _, results = signature(module, self.entry)
-        checks, user_results = read_checks(find_entry(module, self.entry))
-        sources = read_result_sources(find_entry(module, self.entry)) or list(range(len(results)))
-        if any(not r.is_static for r in results):
-            raise KilnError(f"result shapes of @{self.entry} stay dynamic after shape refinement: "
-                            + ", ".join(map(str, results)),
-                            location=self.filename, hint="results must have static shapes")
-        run_stages(module, stages[split:], self.filename, timings=timings, dump=dump)
-        invoke = self.target.load(module, self.entry)
-        return Compiled(invoke, results, sources,
-                        len(sources) if user_results is None else user_results, checks, timings, ctx,
-                        dimension_values)
+        module, dimension_values = self._module(make_context(), shapes)
+        return compile_module(module, self.target, self.entry, self.filename, dimension_values)
 
 
 def _result_memory_orders(func: ir.Operation) -> list[tuple[int, ...] | None]:
@@ -203,8 +182,8 @@ def _result_memory_orders(func: ir.Operation) -> list[tuple[int, ...] | None]:
     for attrs in ir.ArrayAttr(func.attributes["res_attrs"]):
         entries = {a.name: a.attr for a in ir.DictAttr(attrs)}
         order = None
-        if "kiln.layout" in entries:
-            text = ir.StringAttr(entries["kiln.layout"]).value.strip("{}").split(":")[0]
+        if names.LAYOUT in entries:
+            text = ir.StringAttr(entries[names.LAYOUT]).value.strip("{}").split(":")[0]
             minor_to_major = [int(x) for x in text.split(",") if x.strip()]
             major_to_minor = tuple(reversed(minor_to_major))
             if sorted(major_to_minor) == list(range(len(major_to_minor))) and \
@@ -221,12 +200,6 @@ def _in_memory_order(array: np.ndarray, order: tuple[int, ...] | None) -> np.nda
         return array
     physical = np.ascontiguousarray(array.transpose(order))
     return physical.transpose(np.argsort(order))
-
-
-def _to_bytecode(module: ir.Module) -> bytes:
-    buf = io.BytesIO()
-    module.operation.write_bytecode(buf)
-    return buf.getvalue()
 
 
 def _coerce_one(arg, spec: TensorSpec, what: str) -> np.ndarray:

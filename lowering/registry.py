@@ -1,0 +1,303 @@
+"""Kiln's pass registry: every Kiln pass under a `kiln-...` name, with a one-line summary and
+the function that runs it, like MLIR's registered passes.
+
+All registrations are in `_register_kiln_passes` below, which imports the lowering modules:
+this is the one place that knows them. Targets list passes by these names (targets/cpu.py),
+`kiln-opt --pass NAME` and `--pass-pipeline` run them alone, and `Pipeline`
+(lowering/scripting.py) scripts them from Python.
+
+Every pass runs on any valid module and does nothing when it finds nothing to do. Passes
+that work on the entry function take it as an option (`kiln-outline-checks{entry=f}`); by
+default the entry is `main`, else the only public function, and a module with no function
+definition is left alone.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from torch_mlir import ir, passmanager
+
+from ..errors import KilnError
+from ..pipeline import PyPass, Step
+
+PREFIX = "kiln-"
+
+
+@dataclass(frozen=True)
+class KilnPass:
+    """A registered pass: `function(module)`, or `function(module, entry)` when it works on
+    the entry function (`takes_entry`)."""
+    name: str
+    summary: str
+    function: Callable[..., None]
+    takes_entry: bool = False
+
+    def bind(self, entry: str | None = None) -> PyPass:
+        """This pass as a pipeline step, on `entry` (None: the default entry)."""
+        if not self.takes_entry:
+            return PyPass(self.name, self.function, self.summary)
+
+        def run(module: ir.Module) -> None:
+            if _has_entry(module, entry):
+                self.function(module, entry)
+        label = self.name if entry is None else f"{self.name}{{entry={entry}}}"
+        return PyPass(label, run, self.summary)
+
+
+_PASSES: dict[str, KilnPass] = {}
+_kiln_passes_registered = False
+
+
+def register(name: str, summary: str, function: Callable[..., None], *,
+             takes_entry: bool = False) -> KilnPass:
+    """Register `function(module)` as pass `name`, for kiln-opt and `Pipeline` (a user's own
+    passes too; they follow Kiln's in `passes()`)."""
+    _ensure_registered()
+    return _add(name, summary, function, takes_entry)
+
+
+def _add(name: str, summary: str, function: Callable[..., None], takes_entry: bool) -> KilnPass:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise KilnError(f"bad pass name '{name}'", hint="pass names are lowercase words "
+                        "joined by '-', e.g. kiln-lower-sort")
+    if name in _PASSES:
+        raise KilnError(f"pass '{name}' is registered twice", hint="choose another name")
+    registered = KilnPass(name, summary, function, takes_entry)
+    _PASSES[name] = registered
+    return registered
+
+
+def passes() -> list[KilnPass]:
+    """Every registered pass, in the order of the CPU pipeline."""
+    _ensure_registered()
+    return list(_PASSES.values())
+
+
+def get(name: str) -> KilnPass:
+    _ensure_registered()
+    if name not in _PASSES:
+        raise unknown_pass(name)
+    return _PASSES[name]
+
+
+def is_registered(name: str) -> bool:
+    _ensure_registered()
+    return name in _PASSES
+
+
+def unknown_pass(name: str, detail: str = "", where: str | None = None) -> KilnError:
+    _ensure_registered()
+    close = difflib.get_close_matches(name, list(_PASSES), n=3, cutoff=0.5)
+    if not close and not name.startswith(PREFIX):
+        close = difflib.get_close_matches(PREFIX + name, list(_PASSES), n=3, cutoff=0.6)
+    hint = ("did you mean " + ", ".join(close) + "? " if close else "") + \
+        "`kiln-opt --list-passes` lists Kiln's passes"
+    return KilnError(f"unknown pass '{name}'" + (f": {detail}" if detail else ""),
+                     location=where, hint=hint)
+
+
+# -- steps: pipeline elements resolved against the registry -------------------------------------
+_ELEMENT = re.compile(r"^([A-Za-z0-9_.-]+)(?:\{(.*)\})?$", re.S)
+
+
+def resolve(element: str, entry: str | None = None, where: str | None = None) -> Step:
+    """A pipeline element as a step: a registered name (with optional `{entry=NAME}`) becomes
+    the Kiln pass, anything else stays upstream pass-pipeline text. `where` locates errors."""
+    match = _ELEMENT.match(element.strip())
+    if not match or not is_registered(match.group(1)):
+        if match and match.group(1).startswith(PREFIX):
+            raise unknown_pass(match.group(1), where=where)
+        return element.strip()
+    registered = get(match.group(1))
+    options = _options(match.group(2) or "", registered, where)
+    return registered.bind(options.get("entry", entry))
+
+
+def resolve_steps(elements: list[str], entry: str | None = None,
+                  where: str | None = None) -> list[Step]:
+    return [resolve(e, entry, where) for e in elements]
+
+
+def _options(text: str, registered: KilnPass, where: str | None) -> dict[str, str]:
+    options = {}
+    for item in text.split():
+        key, _, value = item.partition("=")
+        if key != "entry" or not registered.takes_entry or not value:
+            accepted = "{entry=NAME}" if registered.takes_entry else "no options"
+            raise KilnError(f"pass '{registered.name}' has no option '{item}'",
+                            location=where, hint=f"it takes {accepted}")
+        options[key] = value
+    return options
+
+
+def split_pipeline(text: str, where: str = "pass pipeline") -> list[str]:
+    """The top-level elements of a textual pipeline, `builtin.module(...)` unwrapped:
+    'builtin.module(a,b{x=1 y=2},func.func(c,d))' -> ['a', 'b{x=1 y=2}', 'func.func(c,d)']."""
+    text = text.strip()
+    inner = re.fullmatch(r"builtin\.module\((.*)\)", text, re.S)
+    if inner:
+        text = inner.group(1)
+    elements, depth, current = [], 0, []
+    for char in text:
+        if char in "({":
+            depth += 1
+        elif char in ")}":
+            depth -= 1
+            if depth < 0:
+                raise KilnError(f"unbalanced ')' or '}}' in '{text}'", location=where)
+        if char == "," and depth == 0:
+            elements.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    if depth:
+        raise KilnError(f"unbalanced '(' or '{{' in '{text}'", location=where)
+    elements.append("".join(current).strip())
+    if any(not e for e in elements):
+        raise KilnError(f"empty element in '{text}'", location=where,
+                        hint="separate passes with single commas")
+    return elements
+
+
+def parse_pipeline(text: str, context: ir.Context, entry: str | None = None,
+                   where: str = "pass pipeline") -> list[Step]:
+    """Steps for a textual pipeline mixing Kiln names and upstream passes. Upstream elements
+    are checked here, so that an unknown name is an error naming close Kiln passes."""
+    steps = resolve_steps(split_pipeline(text, where), entry, where)
+    for step in steps:
+        if isinstance(step, str):
+            check_upstream(step, context, where)
+    return steps
+
+
+def check_upstream(element: str, context: ir.Context, where: str = "pass pipeline") -> None:
+    """Raise a located KilnError (naming close Kiln passes for an unknown name) if MLIR
+    cannot parse the upstream pipeline element `element`."""
+    nested = re.search(r"\(.*\b(kiln-[a-z0-9-]+)", element, re.S)
+    if nested and is_registered(nested.group(1)):
+        raise KilnError(f"'{nested.group(1)}' is nested in '{element}'", location=where,
+                        hint="Kiln's passes run on the whole module: list them at the top level")
+    try:
+        with context:
+            passmanager.PassManager("builtin.module").add(element)
+    except ValueError as exc:
+        message = str(exc).splitlines()[0].split("error: ")[-1]
+        name = _ELEMENT.match(element)
+        if "does not refer to a registered pass" in message:
+            raise unknown_pass(name.group(1) if name else element, message, where) from None
+        raise KilnError(f"cannot parse pass '{element}': {message}", location=where,
+                        hint="upstream passes are written as in mlir-opt's --pass-pipeline"
+                        ) from None
+
+
+# -- the registrations ----------------------------------------------------------------------------
+def _has_entry(module: ir.Module, entry: str | None) -> bool:
+    """Whether an entry-function pass has a function to work on (an explicitly named entry
+    that is missing is the user's error, which the pass reports)."""
+    from .ir_util import find_entry, functions
+    if entry is not None:
+        return True
+    if not any(len(f.regions[0].blocks) for f in functions(module)):
+        return False
+    # The default entry (main, else the only public function; ambiguity is an error with a
+    # hint) must have a body too.
+    return len(find_entry(module, None).regions[0].blocks) > 0
+
+
+def _fold_tuples_everywhere(module: ir.Module) -> None:
+    from .ir_util import functions
+    from .tuples import fold_tuples
+    for func in functions(module):
+        fold_tuples(func)
+
+
+def _ensure_registered() -> None:
+    global _kiln_passes_registered
+    if not _kiln_passes_registered:
+        _kiln_passes_registered = True
+        _register_kiln_passes()
+
+
+def _register_kiln_passes() -> None:
+    """Every Kiln pass, in the order the CPU pipeline runs them."""
+    from . import checks, entry, guards, tuples, verify
+    from .codegen import blas, fastmath, interrupts, parallel
+    from .legalize import (control_flow, custom_calls, fft, floats, linalg_ops, rng, scalarize,
+                           scatter, semantics, slicing, sort, windows)
+    def register(name, summary, function, takes_entry=False):
+        _add(name, summary, function, takes_entry)
+
+    on_entry = {"takes_entry": True}
+    # verify
+    register("kiln-validate", "MLIR's verifier plus Kiln's input checks: only XLA dialects, "
+             "no patterns known to crash MLIR", verify.validate_module)
+    # optimize
+    register("kiln-flatten-entry-tuples", "tuple arguments and results of the entry become "
+             "flat lists of tensors", tuples.flatten_entry_tuples, **on_entry)
+    register("kiln-make-entry-only-public", "make every function but the entry private, so "
+             "inlining and symbol-dce fold the program into it",
+             entry.make_entry_only_public, **on_entry)
+    register("kiln-outline-checks", "check.* ops and check custom calls become extra entry "
+             "results, listed in the entry's kiln.checks", checks.outline_checks, **on_entry)
+    register("kiln-fold-tuples", "get_tuple_element of a tuple folds to the operand; dead "
+             "tuples are dropped", _fold_tuples_everywhere)
+    register("kiln-dedupe-results", "return each distinct value of the entry once, recording "
+             "the copies in kiln.result_sources", entry.dedupe_results, **on_entry)
+    # legalize, before upstream stablehlo-legalize-to-linalg
+    register("kiln-fix-semantics", "rewrite ops upstream lowers with the wrong meaning (i1 "
+             "add, saturating float->int convert, complex cbrt...)", semantics.fix_semantics)
+    register("kiln-lower-control-flow", "stablehlo.while/if/case -> scf; "
+             "optimization_barrier -> its operands", control_flow.lower_control_flow)
+    register("kiln-lower-rng-normal", "float stablehlo.rng (UNIFORM and NORMAL) -> a hashed "
+             "counter in StableHLO", rng.lower_rng)
+    register("kiln-lower-scatter", "stablehlo.scatter -> scf loops over tensors",
+             scatter.lower_scatters)
+    register("kiln-lower-sort", "stablehlo.sort -> a stable merge sort in scf loops",
+             sort.lower_sorts)
+    register("kiln-lower-select-and-scatter", "stablehlo.select_and_scatter -> scf loops",
+             windows.lower_select_and_scatters)
+    register("kiln-widen-unsigned-slice-starts", "clamp unsigned dynamic_slice / "
+             "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts)
+    register("kiln-widen-narrow-floats", "compute on 8/6/4-bit floats in f32, rounding results "
+             "back", floats.widen_narrow_floats)
+    register("kiln-lower-fft", "stablehlo.fft -> real StableHLO matrix products",
+             fft.lower_fft)
+    register("kiln-lower-linalg-ops", "stablehlo.cholesky and triangular_solve -> StableHLO "
+             "loops", linalg_ops.lower_linalg_ops)
+    register("kiln-lower-custom-calls", "stablehlo.custom_call -> a call of the runtime's "
+             "dispatcher", custom_calls.lower_custom_calls)
+    # legalize, after upstream
+    register("kiln-accurate-libm-calls", "math.log1p/expm1 -> libm calls (LLVM's log(1 + x) "
+             "loses every digit for small x)", semantics.accurate_libm_calls)
+    register("kiln-scalarize-0d-loops", "0-d linalg.generics inside Kiln's loops -> scalar "
+             "code (no buffer per iteration)", scalarize.scalarize)
+    register("kiln-lower-narrow-float-casts", "extf/truncf of 8/6/4-bit floats -> integer code",
+             floats.lower_narrow_float_casts)
+    register("kiln-check-legalized", "fail, naming the op, if any StableHLO/CHLO/check op "
+             "remains", verify.check_legalized)
+    # fuse
+    register("kiln-protect-contractions", "move large f32/f64 contractions out of reach of "
+             "elementwise fusion", blas.protect_contractions)
+    register("kiln-restore-contractions", "inline the contractions kiln-protect-contractions "
+             "moved back into place", blas.restore_contractions)
+    # bufferize
+    register("kiln-emit-c-interface", "give the entry a C interface and read-only arguments",
+             entry.emit_c_interface, **on_entry)
+    register("kiln-copy-repeated-results", "return a copy where the entry returns one value "
+             "twice", entry.copy_repeated_results, **on_entry)
+    # codegen
+    register("kiln-blas-calls", "large f32/f64 matrix products and convolutions -> BLAS gemm "
+             "calls", blas.blas_calls)
+    register("kiln-parallelize", "large all-parallel linalg.generics -> kiln_parallel_for on "
+             "all cores", parallel.parallelize)
+    register("kiln-approximate-math", "f32 math.exp/math.tanh -> vectorizable polynomial "
+             "approximations", fastmath.approximate_math)
+    register("kiln-reassociate-reductions", "mark float reductions reassoc so LLVM can "
+             "vectorize them", fastmath.reassociate_reductions)
+    register("kiln-copies-as-loops", "memref.copy between strided views -> linalg.copy",
+             guards.copies_as_loops)
+    register("kiln-interrupt-checks", "poll for Ctrl-C at the top of while loops and outer "
+             "for loops", interrupts.insert_interrupt_checks)

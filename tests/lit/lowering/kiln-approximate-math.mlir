@@ -1,0 +1,32 @@
+// RUN: kiln-opt %s --pass kiln-approximate-math --split-input-file | FileCheck %s
+
+// f32 math.exp in a linalg body becomes a polynomial (plain arithmetic LLVM vectorizes).
+// CHECK-LABEL: func.func @main
+// CHECK: linalg.generic
+// CHECK-NOT: math.exp
+// CHECK: arith.mulf
+// CHECK: linalg.yield
+#map = affine_map<(d0) -> (d0)>
+func.func @main(%arg0: memref<8xf32>, %arg1: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%arg0 : memref<8xf32>) outs(%arg1 : memref<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.exp %in : f32
+    linalg.yield %0 : f32
+  }
+  return
+}
+
+// -----
+
+// f64 keeps libm's exp.
+// CHECK-LABEL: func.func @main
+// CHECK: math.exp %{{.*}} : f64
+#map = affine_map<(d0) -> (d0)>
+func.func @main(%arg0: memref<8xf64>, %arg1: memref<8xf64>) {
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%arg0 : memref<8xf64>) outs(%arg1 : memref<8xf64>) {
+  ^bb0(%in: f64, %out: f64):
+    %0 = math.exp %in : f64
+    linalg.yield %0 : f64
+  }
+  return
+}

@@ -155,7 +155,9 @@ def test_jax_dtype_conversions_program_runs():
         outs.append(jax.lax.bitcast_convert_type(x, jnp.uint8))
         return outs
 
-    x = np.array([0.0, -1.5, 2.25, 300.0, -200.0, 1e-3, 65504.0, 7.0], np.float32)
+    # In range for every target type: out-of-range float->int conversion is implementation-
+    # defined in StableHLO (XLA wraps, Kiln saturates).
+    x = np.array([0.0, 1.5, 2.25, 127.0, 100.75, 1e-3, 3.0, 7.0], np.float32)
     exported = jax.export.export(jax.jit(f))(x)
     got = kiln.compile(bytes(exported.serialize()))(x)
     want = f(x)

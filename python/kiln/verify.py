@@ -103,8 +103,7 @@ def _expose_intermediates(func: ir.Operation) -> list[tuple[ir.Operation, int]]:
         if op.name == "stablehlo.constant":
             continue  # a constant cannot be lowered wrongly in a way its users would not show
         for i, result in enumerate(op.results):
-            if isinstance(result.type, ir.RankedTensorType) or \
-                    ir.RankedTensorType.isinstance(result.type):
+            if isinstance(result.type, ir.RankedTensorType):
                 values.append(result)
                 producers.append((op, i))
     set_results(func, values)

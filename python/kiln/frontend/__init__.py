@@ -9,6 +9,7 @@ from torch_mlir import ir
 
 from ..errors import KilnError
 from . import mlir as mlir_frontend
+from . import untrusted
 from .detect import Format, detect
 
 def read_source(source) -> tuple[bytes | str, str]:
@@ -42,17 +43,27 @@ def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple
     data, name = read_source(source)
     filename = filename or name
     fmt = detect(data)
-    if fmt is Format.MLIR_BYTECODE:
-        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
-        return parse_raw_artifact(data, ctx, filename), filename
-    if fmt is Format.JAX_EXPORTED:
-        from .jax_export import load_exported
-        return load_exported(data, ctx, filename), filename
+    if fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED):
+        # Binary readers crash on corrupt bytes: read them in a child first (untrusted.py).
+        text = untrusted.read_in_child(fmt, data, filename,
+                                       "the MLIR bytecode reader" if fmt is Format.MLIR_BYTECODE
+                                       else "the JAX export reader")
+        return mlir_frontend.parse_text(text, ctx, filename), filename
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    untrusted.check_text_nesting(text, filename)
     if fmt is Format.HLO_TEXT:
         from .hlo import hlo_to_stablehlo
         text = hlo_to_stablehlo(text, filename)
     return _parse_mlir_text(text, ctx, filename), filename
+
+
+def binary_reader(fmt: Format, filename: str):
+    """The reader for a binary format: (data, context) -> module."""
+    if fmt is Format.MLIR_BYTECODE:
+        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
+        return lambda data, ctx: parse_raw_artifact(data, ctx, filename)
+    from .jax_export import load_exported
+    return lambda data, ctx: load_exported(data, ctx, filename)
 
 
 def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:

@@ -30,3 +30,30 @@ class CheckFailure(KilnError):
 
 class CustomCallError(KilnError):
     """A custom-call target reported failure or raised."""
+
+
+class InternalError(KilnError):
+    """A bug in Kiln, not in the input: reported as one line, with what is needed to file it."""
+
+
+def internal_error(exc: BaseException, inputs=()) -> InternalError:
+    """Turn an unexpected exception into an InternalError, saving the input (a path, text or
+    bytes) and the traceback in a fresh directory whose path the message gives."""
+    import shutil
+    import tempfile
+    import traceback
+    from pathlib import Path
+    report = Path(tempfile.mkdtemp(prefix="kiln-internal-error-"))
+    (report / "traceback.txt").write_text("".join(traceback.format_exception(exc)))
+    for i, source in enumerate(x for x in inputs if x is not None):
+        try:
+            if isinstance(source, (str, Path)) and len(str(source)) < 4096 and Path(source).is_file():
+                shutil.copy(source, report / Path(source).name)
+            elif isinstance(source, (bytes, bytearray)):
+                (report / f"input{i}.bin").write_bytes(bytes(source))
+            elif isinstance(source, str):
+                (report / f"input{i}.txt").write_text(source)
+        except OSError:
+            pass  # the report is best effort; the error itself must still reach the user
+    return InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                         hint=f"this is a bug in Kiln; please report it with the files in {report}")

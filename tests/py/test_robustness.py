@@ -97,6 +97,9 @@ def test_ctrl_c_stops_a_while_true_and_the_executable_stays_usable():
 
 
 def _rss_mb() -> float:
+    # Hand free heap memory back first: glibc keeps freed blocks (how much depends on what
+    # ran before in this process), which is not a leak.
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2 ** 20
 
@@ -116,8 +119,7 @@ def test_failing_custom_calls_free_the_program_temporaries():
     exe = kiln.compile(src)
     x = np.ones(n, np.float32)
     live_before = _pool_live_bytes()
-    # Warm up: glibc raises its mmap threshold as large blocks are freed, so RSS first climbs
-    # to a plateau (about 70 MB here) whatever Kiln does; a leak keeps climbing (4 MB a call).
+    # Warm up the allocator and Kiln's pool; a leak then keeps climbing (4 MB a call).
     for _ in range(100):
         with pytest.raises(RuntimeError):
             exe(x)
@@ -155,7 +157,9 @@ def test_jax_dtype_conversions_program_runs():
         outs.append(jax.lax.bitcast_convert_type(x, jnp.uint8))
         return outs
 
-    x = np.array([0.0, -1.5, 2.25, 300.0, -200.0, 1e-3, 65504.0, 7.0], np.float32)
+    # In range for every target type: out-of-range float->int conversion is implementation-
+    # defined in StableHLO (XLA wraps, Kiln saturates).
+    x = np.array([0.0, 1.5, 2.25, 127.0, 100.75, 1e-3, 3.0, 7.0], np.float32)
     exported = jax.export.export(jax.jit(f))(x)
     got = kiln.compile(bytes(exported.serialize()))(x)
     want = f(x)

@@ -1,4 +1,4 @@
-"""What every Kiln console script shares: one-line errors, never a traceback."""
+"""What every Kiln console script shares: one-line errors, never a traceback (unless asked)."""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +8,19 @@ from ..errors import KilnError
 
 
 class ArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.add_argument("--traceback", action="store_true",
+                          help="on an internal error, print Python's traceback")
+
     def error(self, message: str):  # argparse prints usage plus a line; Kiln prints one line
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def guarded(prog: str, body) -> int:
-    """Run `body()`, turning Kiln's errors into one line on stderr and exit status 1."""
+def guarded(prog: str, body, args: argparse.Namespace | None = None) -> int:
+    """Run `body()`, turning Kiln's errors into one line on stderr and exit status 1. Any other
+    exception is a bug in Kiln: one line saying so, with the input and traceback saved for the
+    report (`--traceback` prints the traceback instead)."""
     try:
         return body() or 0
     except KilnError as exc:
@@ -24,3 +31,10 @@ def guarded(prog: str, body) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - the one place that reports Kiln's own bugs
+        if args is not None and getattr(args, "traceback", False):
+            raise
+        from ..errors import internal_error
+        inputs = [getattr(args, "file", None)] if args is not None else []
+        print(f"{prog}: error: {internal_error(exc, inputs).one_line()}", file=sys.stderr)
+        return 70  # EX_SOFTWARE

@@ -20,10 +20,14 @@ def main(argv=None) -> int:
     run.add_argument("file")
     run.add_argument("--entry", help="function to run (default: main or the only public one)")
     run.add_argument("--target", default="cpu")
-    run.add_argument("--inputs", help=".npz with the arguments, in order (arr_0, arr_1, ...)")
+    run.add_argument("--inputs", help=".npz with the arguments, in order (arr_0, arr_1, ...), "
+                     "or .npy for one argument")
     run.add_argument("--output", help="write the results to this .npz")
     run.add_argument("--print", action="store_true", help="print the results")
     run.add_argument("--dump-dir", help="write the IR after every stage here (XLA: --xla_dump_to)")
+    run.add_argument("--verify", action="store_true",
+                     help="also run the program in the StableHLO reference interpreter and name "
+                          "the first operation whose value differs")
 
     conf = sub.add_parser("conformance", help="run conformance programs, each in its own process")
     conf.add_argument("paths", nargs="+", help="files or directories of .mlir programs")
@@ -44,27 +48,33 @@ def main(argv=None) -> int:
         print(include_dir())
         return 0
     if args.command == "run":
-        return guarded("kiln run", lambda: _run(args))
+        return guarded("kiln run", lambda: _run(args), args)
     if args.command == "conformance":
-        return guarded("kiln conformance", lambda: _conformance(args))
+        return guarded("kiln conformance", lambda: _conformance(args), args)
     if args.command == "bench":
-        return guarded("kiln bench", lambda: bench.run(args))
+        return guarded("kiln bench", lambda: bench.run(args), args)
     parser.print_help()
     return 2
 
 
 def _load_inputs(path: str) -> list[np.ndarray]:
+    """The arguments from an .npz (arr_0, arr_1, ... or any names, in file order) or, for a
+    one-argument program, an .npy."""
     from ..errors import KilnError
     try:
-        with np.load(path, allow_pickle=False) as data:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            return [loaded]
+        with loaded as data:
             names = list(data.files)
             # np.savez(*arrays) names them arr_0, arr_1, ...: order numerically, not lexically.
             if all(n.startswith("arr_") and n[4:].isdigit() for n in names):
                 names.sort(key=lambda n: int(n[4:]))
             return [data[n] for n in names]
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise KilnError(f"cannot read inputs: {exc}", location=path,
-                        hint="write them with numpy.savez(path, *arrays)") from None
+                        hint="write them with numpy.savez(path, *arrays), or numpy.save for one "
+                             "array") from None
 
 
 def _run(args) -> int:
@@ -93,7 +103,13 @@ def _run(args) -> int:
         print(f"kiln run: {o}", file=sys.stderr)
     if outcomes:
         print(f"{len(outcomes) - len(failed)} of {len(outcomes)} checks passed")
-    return 1 if failed else 0
+    verified = True
+    if args.verify:
+        from ..verify import verify_program
+        report = verify_program(Path(args.file), inputs, entry=args.entry, **options)
+        print(report, file=sys.stdout if report.ok else sys.stderr)
+        verified = report.ok
+    return 1 if failed or not verified else 0
 
 
 def _conformance(args) -> int:

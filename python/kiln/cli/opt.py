@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     parser.add_argument("--split-input-file", action="store_true",
                         help="treat '// -----' as separating independent inputs")
     args = parser.parse_args(argv)
-    return guarded("kiln-opt", lambda: _run(args))
+    return guarded("kiln-opt", lambda: _run(args), args)
 
 
 def _run(args) -> int:

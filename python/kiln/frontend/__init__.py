@@ -11,6 +11,7 @@ from torch_mlir import ir
 
 from ..errors import KilnError
 from . import mlir as mlir_frontend
+from . import untrusted
 from .convention import CallingConvention
 from .detect import Format, detect
 from .jax_export import recorded_convention  # any module may carry a JAX export's convention
@@ -54,13 +55,17 @@ def import_program(source, ctx: ir.Context, filename: str | None = None) -> Impo
     data, name = read_source(source)
     filename = filename or name
     fmt = detect(data)
-    if fmt is Format.MLIR_BYTECODE:
-        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
-        return _imported(parse_raw_artifact(data, ctx, filename), filename)
-    if fmt is Format.JAX_EXPORTED:
-        from .jax_export import load_exported
-        return _imported(load_exported(data, ctx, filename), filename)
+    if fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED):
+        # Binary readers crash on corrupt bytes: they run in Kiln's reader process, which
+        # hands the module back as text (untrusted.py). The calling convention travels with
+        # it as the module's `kiln.jax.info` attribute.
+        text = untrusted.read_in_child(fmt, data, filename,
+                                       "the MLIR bytecode reader" if fmt is Format.MLIR_BYTECODE
+                                       else "the JAX export reader")
+        module = mlir_frontend.parse_text(text, ctx, filename)
+        return Imported(module, filename, recorded_convention(module))
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
+    untrusted.check_text_nesting(text, filename)
     if fmt is Format.HLO_TEXT:
         from .hlo import hlo_to_stablehlo
         text = hlo_to_stablehlo(text, filename)
@@ -68,16 +73,21 @@ def import_program(source, ctx: ir.Context, filename: str | None = None) -> Impo
     return Imported(module, filename, recorded_convention(module))
 
 
-def _imported(loaded: tuple[ir.Module, CallingConvention], filename: str) -> Imported:
-    module, convention = loaded
-    return Imported(module, filename, convention)
-
-
 def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple[ir.Module, str]:
     """Parse `source` into a StableHLO module owned by `ctx`. Returns (module, filename);
     `filename` names in-memory sources in messages."""
     imported = import_program(source, ctx, filename)
     return imported.module, imported.filename
+
+
+def binary_reader(fmt: Format, filename: str):
+    """The reader for a binary format: (data, context) -> module (its calling convention
+    recorded on it)."""
+    if fmt is Format.MLIR_BYTECODE:
+        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
+        return lambda data, ctx: parse_raw_artifact(data, ctx, filename)[0]
+    from .jax_export import load_exported
+    return lambda data, ctx: load_exported(data, ctx, filename)[0]
 
 
 def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:

@@ -1,0 +1,227 @@
+"""Untrusted bytes meet MLIR's C++ readers here, where a crash cannot take the caller down.
+
+MLIR's bytecode reader, the StableHLO artifact deserializer and jaxlib's trust their input: a
+flipped byte can crash them (SIGSEGV), and a crash inside a C++ extension kills the hosting
+process, a Jupyter kernel included. So binary inputs are read in a forked child, which hands
+back the module as MLIR text, checked to be valid UTF-8 (the bindings abort the process when a
+string they return is not) and bounded in nesting; the caller parses that text. If the child
+dies, the input is reported as corrupt and the caller lives on. Text inputs are scanned
+instead, for the one way text crashes the parser: nesting deep enough to overflow its stack.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+from torch_mlir import ir
+
+from ..errors import KilnError
+
+# Deeper nesting than any real program has, and far below what overflows the MLIR parser's
+# stack (about 2,400 regions) or Python's recursion limit in Kiln's own walks (about 1,000).
+MAX_NESTING = 256
+
+_QUOTED = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+
+
+def check_text_nesting(text: str, filename: str) -> None:
+    """Refuse text whose brackets nest deeper than MAX_NESTING, naming where."""
+    data = _QUOTED.sub(lambda m: b" " * len(m.group()), text.encode("utf-8", "replace"))
+    codes = np.frombuffer(data, np.uint8)
+    steps = (np.isin(codes, np.frombuffer(b"{([", np.uint8)).astype(np.int32)
+             - np.isin(codes, np.frombuffer(b"})]", np.uint8)).astype(np.int32))
+    depth = np.cumsum(steps)
+    if depth.size and depth.max() > MAX_NESTING:
+        offset = int(np.argmax(depth > MAX_NESTING))
+        line = data.count(b"\n", 0, offset) + 1
+        column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+        raise KilnError(f"nesting deeper than {MAX_NESTING} levels",
+                        location=f"{filename}:{line}:{column}",
+                        hint="no XLA program nests this deep; the input is malformed or hostile")
+
+
+def check_module_nesting(module: ir.Module, filename: str) -> None:
+    """The same bound on a parsed module (bytecode has no text to scan), without recursion."""
+    stack = [(module.operation, 0)]
+    while stack:
+        op, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise KilnError(f"operations nest deeper than {MAX_NESTING} levels",
+                            location=filename, hint="the input is malformed or hostile")
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend((child.operation, depth + 1) for child in block.operations)
+
+
+# Readers run in children of Kiln's reader server (`python -m kiln.frontend.untrusted`): a
+# fresh, single-threaded Python that imported Kiln's front ends once and forks a child per
+# input. Forking the caller itself is not safe once jax (or any threaded library) runs in it:
+# a child can inherit a lock another thread held and hang (observed with jaxlib's
+# deserializer); multiprocessing's own fork server would re-run the caller's script.
+READ_TIMEOUT_S = 600.0
+_server_lock = threading.Lock()
+_server: subprocess.Popen | None = None
+
+
+def read_in_child(fmt, data: bytes, filename: str, what: str) -> str:
+    """Read `data` (a binary format `fmt` of kiln.frontend.detect) into a module in a child
+    process and return that module as text (generic form, with locations). Re-raises the
+    KilnError the child raised; a child killed by a signal means the reader crashed on this
+    input, which becomes a KilnError here, as does one that does not finish."""
+    global _server
+    with _server_lock:
+        for attempt in range(2):  # a server that died (killed from outside) is restarted once
+            if _server is None or _server.poll() is not None:
+                _server = subprocess.Popen([sys.executable, "-m", "kiln.frontend.untrusted"],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL)
+            try:
+                _send(_server.stdin, (fmt.name, data, filename))
+                kind, payload = _receive(_server.stdout)
+                break
+            except (BrokenPipeError, EOFError):
+                _server = None
+                if attempt:
+                    raise KilnError(f"{what} could not be started", location=filename,
+                                    hint="check that `python -m kiln.frontend.untrusted` runs")
+    if kind == "signal":
+        raise KilnError(f"{what} crashed reading this input ({payload})", location=filename,
+                        hint="the file is corrupt or not what it claims to be; Kiln read it in a "
+                             "separate process, so nothing else was affected")
+    if kind == "timeout":
+        raise KilnError(f"{what} did not finish reading this input in {READ_TIMEOUT_S:.0f} s",
+                        location=filename, hint="the file is corrupt or not what it claims to be")
+    if kind == "error":
+        message, location, hint = payload
+        raise KilnError(message, location=location, hint=hint)
+    if kind == "other":
+        raise KilnError(f"{what} failed on this input: {payload}", location=filename,
+                        hint="the file is corrupt or not what it claims to be")
+    return payload
+
+
+def _send(stream, obj) -> None:
+    blob = pickle.dumps(obj)
+    stream.write(struct.pack("<Q", len(blob)) + blob)
+    stream.flush()
+
+
+def _receive(stream):
+    header = stream.read(8)
+    if len(header) < 8:
+        raise EOFError
+    (size,) = struct.unpack("<Q", header)
+    blob = stream.read(size)
+    if len(blob) < size:
+        raise EOFError
+    return pickle.loads(blob)
+
+
+def _serve() -> None:
+    """The reader server's loop: one forked child per request, its answer or fate returned."""
+    import faulthandler
+    faulthandler.disable()  # a child's crash is an expected, reported outcome
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+    from ..context import make_context
+    from . import binary_reader
+    from .detect import Format
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            fmt_name, data, filename = _receive(requests)
+        except EOFError:
+            return
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read_end)
+            read = binary_reader(Format[fmt_name], filename)
+            answer = _read_and_print(lambda d: read(d, make_context()), data, filename)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(pickle.dumps(answer))
+            os._exit(0)
+        os.close(write_end)
+        reply = _collect(read_end, pid)
+        _send(replies, reply)
+
+
+def _collect(read_end: int, pid: int):
+    chunks, deadline = [], time.monotonic() + READ_TIMEOUT_S
+    with os.fdopen(read_end, "rb") as inp:
+        while True:
+            ready, _, _ = select.select([inp], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return ("timeout", None)
+            chunk = inp.read1(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if chunks:
+        return pickle.loads(b"".join(chunks))
+    if os.WIFSIGNALED(status):
+        return ("signal", signal.Signals(os.WTERMSIG(status)).name)
+    return ("signal", f"exit status {os.WEXITSTATUS(status)}")
+
+
+def _touch_strings(module: ir.Module) -> None:
+    """Read every name and string the caller's passes may read: the bindings abort the process
+    on one that is not valid UTF-8, and better here in the child than there."""
+    stack = [module.operation]
+    while stack:
+        op = stack.pop()
+        str(op.location)
+        for name in op.attributes:
+            _touch_attribute(op.attributes[name])
+        for region in op.regions:
+            for block in region.blocks:
+                stack.extend(child.operation for child in block.operations)
+
+
+def _touch_attribute(attr: ir.Attribute) -> None:
+    pending = [attr]
+    while pending:
+        attr = pending.pop()
+        # The bindings hand attributes out already cast to their concrete class.
+        if isinstance(attr, (ir.StringAttr, ir.FlatSymbolRefAttr)):
+            attr.value
+        elif isinstance(attr, ir.DictAttr):
+            for named in attr:
+                named.name
+                pending.append(named.attr)
+        elif isinstance(attr, ir.ArrayAttr):
+            pending.extend(attr)
+
+
+def _read_and_print(read, data: bytes, filename: str):
+    try:
+        module = read(data)
+        check_module_nesting(module, filename)
+        _touch_strings(module)
+        text = module.operation.get_asm(binary=True, enable_debug_info=True,
+                                        print_generic_op_form=True)
+        try:
+            return ("ok", text.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return ("error", ("the input holds a string that is not valid UTF-8 "
+                              f"(byte {exc.start} of its text form)", filename,
+                              "symbol names and string attributes must be UTF-8"))
+    except KilnError as exc:
+        return ("error", (exc.message, exc.location, exc.hint))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent as a failed read
+        return ("other", f"{type(exc).__name__}: {exc}"[:500])
+
+
+if __name__ == "__main__":
+    _serve()

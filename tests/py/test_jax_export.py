@@ -142,7 +142,7 @@ def test_shardy_annotations_need_jaxlib(monkeypatch, tmp_path):
     # Binary inputs are read in Kiln's reader process (frontend/untrusted.py), where jax is
     # installed; the reader itself, run here without jax, names what is missing.
     from kiln.context import make_context
-    from kiln.frontend import binary_reader
+    from kiln.frontend.untrusted import binary_reader
     from kiln.frontend.detect import Format
     monkeypatch.setitem(sys.modules, "jax._src.interpreters", None)
     with pytest.raises(kiln.KilnError, match="Shardy.*jax is not installed"):

@@ -80,16 +80,6 @@ def import_module(source, ctx: ir.Context, filename: str | None = None) -> tuple
     return imported.module, imported.filename
 
 
-def binary_reader(fmt: Format, filename: str):
-    """The reader for a binary format: (data, context) -> module (its calling convention
-    recorded on it)."""
-    if fmt is Format.MLIR_BYTECODE:
-        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
-        return lambda data, ctx: parse_raw_artifact(data, ctx, filename)[0]
-    from .jax_export import load_exported
-    return lambda data, ctx: load_exported(data, ctx, filename)[0]
-
-
 def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
     """MLIR text, after the rewrites its content asks for: the check dialect's custom syntax
     (dialects/check.py), and CHLO/MHLO (dialects only jaxlib has)."""

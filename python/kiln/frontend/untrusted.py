@@ -132,7 +132,6 @@ def _serve() -> None:
     faulthandler.disable()  # a child's crash is an expected, reported outcome
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     from ..context import make_context
-    from . import binary_reader
     from .detect import Format
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     while True:
@@ -173,6 +172,17 @@ def _collect(read_end: int, pid: int):
     if os.WIFSIGNALED(status):
         return ("signal", signal.Signals(os.WTERMSIG(status)).name)
     return ("signal", f"exit status {os.WEXITSTATUS(status)}")
+
+
+def binary_reader(fmt, filename: str):
+    """The reader for a binary format: (data, context) -> module (its calling convention
+    recorded on it)."""
+    from .detect import Format
+    if fmt is Format.MLIR_BYTECODE:
+        from .jax_export import parse_raw_artifact  # JAX's raw mlir_module_serialized too
+        return lambda data, ctx: parse_raw_artifact(data, ctx, filename)[0]
+    from .jax_export import load_exported
+    return lambda data, ctx: load_exported(data, ctx, filename)[0]
 
 
 def _touch_strings(module: ir.Module) -> None:

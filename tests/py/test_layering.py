@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("driver", ["kiln.driver"]),
     ("kiln.jit", ["kiln.jit"]),
     ("public API", ["kiln"]),
-    ("tools", ["kiln.conformance", "kiln.bench", "kiln.verify"]),
+    ("tools", ["kiln.conformance", "kiln.bench"]),
     ("command line", ["kiln.cli"]),
 ]
 

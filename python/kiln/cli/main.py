@@ -105,8 +105,7 @@ def _run(args) -> int:
         print(f"{len(outcomes) - len(failed)} of {len(outcomes)} checks passed")
     verified = True
     if args.verify:
-        from ..verify import verify_program
-        report = verify_program(Path(args.file), inputs, entry=args.entry, **options)
+        report = exe.verify(*inputs)
         print(report, file=sys.stdout if report.ok else sys.stderr)
         verified = report.ok
     return 1 if failed or not verified else 0

@@ -16,6 +16,7 @@ def compile_source(source, target: str = "cpu", *, entry: str | None = None,
     from ..context import make_context
     from ..frontend import import_program
     from ..targets import get_target
+    verify = bool(options.pop("verify", False))
     imported = import_program(source, make_context(), filename)
     return Executable(imported.module, get_target(target, **options), entry, imported.filename,
-                      convention=imported.convention)
+                      convention=imported.convention, verify=verify)

@@ -32,8 +32,10 @@ from .specialize import specialize_to
 
 class Executable:
     def __init__(self, imported: ir.Module, target: Target, entry: str | None, filename: str,
-                 compile_now: bool = True, convention: CallingConvention = PLAIN):
+                 compile_now: bool = True, convention: CallingConvention = PLAIN,
+                 verify: bool = False):
         self.target = target
+        self.verify_calls = verify  # every call is also checked against the reference
         self.filename = filename
         self.convention = convention
         with imported.context:
@@ -51,8 +53,10 @@ class Executable:
     def stages(self) -> list[Stage]:
         return self.target.stages(self.entry)
 
-    def ir(self, stage: str = "import", *, arg_shapes: list[tuple[int, ...]] | None = None) -> str:
-        """The module's IR after `stage` ("import", or a name from `stage_names()`)."""
+    def ir(self, stage: str = "import", *, arg_shapes: list[tuple[int, ...]] | None = None,
+           locations: bool = False) -> str:
+        """The module's IR after `stage` ("import", or a name from `stage_names()`), with
+        each op's source location when `locations` is set."""
         names = self.stage_names()
         if stage not in names:
             raise KilnError(f"unknown stage '{stage}'", hint="stages: " + ", ".join(names))
@@ -60,7 +64,7 @@ class Executable:
         module, _ = self._module(ctx, arg_shapes)
         if stage != "import":
             run_stages(module, self.stages, self.filename, until=stage)
-        return str(module)
+        return module.operation.get_asm(enable_debug_info=locations)
 
     def stage_names(self) -> list[str]:
         return ["import"] + [s.name for s in self.stages]
@@ -104,13 +108,25 @@ class Executable:
         return calling.unflatten(out_tree, iter(outputs)) if out_tree else outputs
 
     def flat(self, *arrays) -> tuple[np.ndarray, ...]:
-        """Call with the flat arrays, get the flat results; raises CheckFailure."""
+        """Call with the flat arrays, get the flat results; raises CheckFailure (and, compiled
+        with verify=True, KilnError where Kiln and the reference interpreter disagree)."""
         results, outcomes = self.run_checks(*arrays)
         failures = [o for o in outcomes if not o.passed]
         if failures:
             raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
                                location=self.filename)
+        if self.verify_calls:
+            report = self.verify(*arrays)
+            if not report.ok:
+                raise KilnError(str(report), hint="a Kiln miscompilation: please report it "
+                                                  "with the program and these inputs")
         return results
+
+    def verify(self, *arrays):
+        """Run the flat `arrays` through Kiln and through the StableHLO reference interpreter;
+        the report names the first operation whose value differs (driver/verify.py)."""
+        from .verify import verify_executable
+        return verify_executable(self, self._coerce(arrays))
 
     def run_checks(self, *args) -> tuple[tuple[np.ndarray, ...], list[check_eval.CheckOutcome]]:
         """Like `flat`, but returns every check's outcome instead of raising on failure."""

@@ -1,5 +1,5 @@
-"""`kiln run --verify` / `kiln.verify_program`: Kiln's answer against the StableHLO reference
-interpreter's, down to the first operation that differs.
+"""`Executable.verify` (`kiln run --verify`, `kiln.compile(..., verify=True)`): Kiln's answer
+against the StableHLO reference interpreter's, down to the first operation that differs.
 
 A silent wrong answer is the worst kind of compiler bug; this turns one into a bug report.
 The program is taken after Kiln's `optimize` stage (one function, calls inlined, checks
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from torch_mlir import ir
 
-from .context import make_context
-from .diagnostics import format_location
-from .errors import KilnError
+from ..context import make_context
+from ..diagnostics import format_location
+from ..errors import KilnError
 
 # Set by lowerings and read back by the driver: meaningless (and refused) in a new input.
 _INTERNAL_ATTRIBUTES = ("kiln.checks", "kiln.user_results", "kiln.result_sources")
@@ -59,17 +59,13 @@ class VerifyReport:
                 f"but no intermediate value does")
 
 
-def verify_program(source, args, *, entry: str | None = None, filename: str | None = None,
-                   **options) -> VerifyReport:
-    """Run `source` (anything `kiln.compile` takes) on `args` through Kiln and through the
-    reference interpreter, and name the first operation whose value differs."""
-    import kiln
-    from . import reference
-    from .lowering.ir_util import find_entry, function_type, symbol_name
-    exe = kiln.compile(source, entry=entry, filename=filename, **options)
-    arrays = [np.asarray(a) for a in args]
-    optimized = exe.ir("optimize", arg_shapes=[a.shape for a in arrays])
-    with make_context():
+def verify_executable(exe, arrays: list[np.ndarray]) -> VerifyReport:
+    """Run `exe` (an Executable) on the flat `arrays` through Kiln and through the reference
+    interpreter, and name the first operation whose value differs."""
+    from .. import reference
+    from ..lowering.ir_util import find_entry, function_type, symbol_name
+    optimized = exe.ir("optimize", arg_shapes=[a.shape for a in arrays], locations=True)
+    with make_context() as ctx:
         module = ir.Module.parse(optimized)
         func = find_entry(module, exe.entry)
         for name in _INTERNAL_ATTRIBUTES:
@@ -80,21 +76,24 @@ def verify_program(source, args, *, entry: str | None = None, filename: str | No
         arg_types = [str(t) for t in function_type(func).inputs]
         text = str(module)
         entry_name = symbol_name(func)
-    label = f"{exe.filename} (instrumented for --verify)"
-    try:
-        expected = reference.evaluate(text, arrays, arg_types, entry_name)
-    except KilnError as exc:
-        raise KilnError(f"cannot verify: {exc.message}", location=exe.filename,
-                        hint="the reference interpreter runs StableHLO only (no custom calls)") \
-            from None
-    got = kiln.compile(text, entry=entry_name, filename=label, **options)(*arrays)
-    return _compare(got, expected, user_results, producers, exe.filename)
+        try:
+            expected = reference.evaluate(text, arrays, arg_types, entry_name)
+        except KilnError as exc:
+            raise KilnError(f"cannot verify: {exc.message}", location=exe.filename,
+                            hint="the reference interpreter runs StableHLO only (no custom "
+                                 "calls)") from None
+        instrumented = type(exe)(module, exe.target, entry_name,
+                                 f"{exe.filename} (instrumented for verify)")
+        got = instrumented.flat(*arrays)
+        report = _compare(got, expected, user_results, producers, exe.filename)
+    del ctx
+    return report
 
 
 def _expose_intermediates(func: ir.Operation) -> list[tuple[ir.Operation, int]]:
     """Make every tensor value computed at the top level of `func`'s body an extra result
     (after the original ones); returns the op and result index behind each extra result."""
-    from .lowering.ir_util import body_block, set_results
+    from ..lowering.ir_util import body_block, set_results
     block = body_block(func)
     ret = block.operations[len(block.operations) - 1].operation
     values, producers = list(ret.operands), []
@@ -111,7 +110,7 @@ def _expose_intermediates(func: ir.Operation) -> list[tuple[ir.Operation, int]]:
 
 
 def _compare(got, expected, user_results: int, producers, filename: str) -> VerifyReport:
-    from .runtime import checks
+    from ..runtime import checks
     outcomes = [checks.evaluate({"kind": "reference", "loc": str(i)}, [g, e])
                 for i, (g, e) in enumerate(zip(got, expected))]
     report = VerifyReport(len(outcomes), None,

@@ -171,3 +171,62 @@ def test_jax_dtype_conversions_program_runs():
             np.testing.assert_array_equal(g.view(np.uint16), w.view(np.uint16))
         else:
             np.testing.assert_array_equal(g, w)
+
+
+SCALAR_ADD = ("func.func @main(%x: tensor<f32>) -> tensor<f32> {\n"
+              "  %0 = stablehlo.add %x, %x : tensor<f32>\n  return %0 : tensor<f32>\n}")
+
+
+@pytest.mark.parametrize("value, what", [(None, "NoneType"), ("1.5", "str")])
+def test_rank0_arguments_refuse_none_and_strings(value, what):
+    with pytest.raises(kiln.KilnError, match=f"argument 0 of @main must be tensor<f32>, got {what}"):
+        kiln.compile(SCALAR_ADD)(value)
+
+
+def test_rank0_arguments_take_python_numbers_but_not_lossy_ones():
+    assert kiln.compile(SCALAR_ADD)(1.5)[0] == np.float32(3.0)
+    identity = kiln.compile("func.func @main(%x: tensor<i32>) -> tensor<i32> {\n"
+                            "  return %x : tensor<i32>\n}")
+    assert identity(7)[0] == 7
+    with pytest.raises(kiln.KilnError, match="got float64 values"):
+        identity(1.5)
+
+
+@pytest.mark.parametrize("result_type", ["tensor<" + "1x" * 65 + "f32>",
+                                         "tensor<1099511627776x1024xf32>"])
+def test_results_numpy_cannot_hold_are_kiln_errors(result_type):
+    src = (f"func.func @main(%x: tensor<f32>) -> {result_type} {{\n"
+           f"  %0 = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> {result_type}\n"
+           f"  return %0 : {result_type}\n}}")
+    with pytest.raises(kiln.KilnError, match="result 0 of @main .* cannot be allocated"):
+        kiln.compile(src)(np.float32(1))
+
+
+def test_deep_nesting_is_a_located_error_not_a_crash():
+    depth = 2400  # overflowed the MLIR parser's stack (SIGSEGV)
+    inner = "%r = stablehlo.constant dense<1.0> : tensor<f32>\n"
+    src = ("func.func @main(%x: tensor<f32>) -> tensor<f32> {\n"
+           + "%c = stablehlo.constant dense<true> : tensor<i1>\n"
+           + "".join("%r = \"stablehlo.if\"(%c) ({\n" for _ in range(depth)) + "x")
+    with pytest.raises(kiln.KilnError, match="nesting deeper than 256 levels") as info:
+        kiln.compile(src, filename="deep.mlir")
+    assert info.value.location.startswith("deep.mlir:")
+
+
+def test_corrupt_bytecode_never_kills_the_process():
+    import random
+    from torch_mlir._mlir_libs import _stablehlo
+    src = ("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+           "  %0 = stablehlo.exponential %x : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}")
+    artifact = _stablehlo.serialize_portable_artifact_str(src, _stablehlo.get_current_version())
+    rng = random.Random(3)
+    outcomes = set()
+    for _ in range(60):
+        data = bytearray(artifact)
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        try:
+            kiln.compile(bytes(data))
+            outcomes.add("ok")
+        except kiln.KilnError:
+            outcomes.add("error")
+    assert outcomes <= {"ok", "error"} and "error" in outcomes

@@ -141,7 +141,7 @@ class Executable:
                     f"argument {index} of @{self.entry} is {int(arrays[index])}, but as a dimension "
                     f"argument (JAX shape polymorphism) it must be {value}, the size the other "
                     f"arguments' shapes give", hint="pass the matching size")
-        buffers = [np.empty(tuple(s.shape), s.dtype) for s in compiled.results]
+        buffers = [_result_buffer(s, i, self.entry) for i, s in enumerate(compiled.results)]
         compiled.invoke(arrays + buffers)
         for out, spec in zip(buffers, compiled.results):
             normalize_sub_byte(out, spec.element)
@@ -218,6 +218,33 @@ def _in_memory_order(array: np.ndarray, order: tuple[int, ...] | None) -> np.nda
     return physical.transpose(np.argsort(order))
 
 
+def _result_buffer(spec: TensorSpec, index: int, entry: str) -> np.ndarray:
+    """The caller-owned buffer for one result; one numpy cannot make is a KilnError."""
+    try:
+        return np.empty(tuple(spec.shape), spec.dtype)
+    except (MemoryError, ValueError) as exc:
+        size = int(np.prod(spec.shape, dtype=np.float64)) * spec.dtype.itemsize
+        raise KilnError(f"result {index} of @{entry} ({spec}, {size:,} bytes) cannot be "
+                        f"allocated: {exc}", hint="numpy arrays hold at most 64 dimensions and "
+                        "must fit in memory") from None
+
+
+# Python values may fill a parameter of these numpy kinds: bool, integers, floats, complex.
+_WIDENS_TO = {"b": "b", "i": "biu", "u": "biu", "f": "biuf", "c": "biufc"}
+
+
+def _from_python(arg, spec: TensorSpec, what: str) -> np.ndarray:
+    """A Python number (or nested list of numbers) as the parameter's dtype, refusing what
+    would silently change meaning: None (NaN), strings ("1.5"), floats into integers."""
+    raw = np.asarray(arg) if not isinstance(arg, (str, bytes)) else np.asarray(arg, dtype=object)
+    allowed = _WIDENS_TO.get(spec.dtype.kind, "biuf")
+    if raw.dtype.kind not in allowed:
+        got = type(arg).__name__ if raw.dtype.kind in "OUS" else f"{raw.dtype} values"
+        raise KilnError(f"{what} must be {spec}, got {got}",
+                        hint="pass a numpy array (or a Python number) of that type")
+    return raw.astype(spec.dtype)
+
+
 def _coerce_one(arg, spec: TensorSpec, what: str) -> np.ndarray:
     if hasattr(arg, "__dlpack__") and not isinstance(arg, np.ndarray):
         try:
@@ -225,7 +252,7 @@ def _coerce_one(arg, spec: TensorSpec, what: str) -> np.ndarray:
         except (TypeError, BufferError, RuntimeError):
             arg = np.asarray(arg)
     is_array = isinstance(arg, np.ndarray) or hasattr(arg, "__array__")
-    array = np.asarray(arg) if is_array else np.asarray(arg, dtype=spec.dtype)
+    array = np.asarray(arg) if is_array else _from_python(arg, spec, what)
     if array.dtype != spec.dtype:
         raise KilnError(f"{what} must be {spec}, got {array.dtype}{list(array.shape)}",
                         hint=f"convert it with .astype({spec.dtype.name!r})")

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from .driver import Executable
-from .errors import CheckFailure, KilnError
+from .errors import CheckFailure, KilnError, api_boundary
 from .jit import jit
 from .runtime.custom_call import register_custom_call, register_custom_call_library
 from .runtime.custom_call import REGISTRY as _REGISTRY
@@ -20,6 +20,7 @@ __all__ = ["compile", "load", "jit", "Executable", "KilnError", "CheckFailure",
 __version__ = "0.1.0"
 
 
+@api_boundary
 def load(path, *, context=None):
     """Parse a file (any supported format) into a StableHLO `ir.Module`."""
     from pathlib import Path
@@ -30,6 +31,7 @@ def load(path, *, context=None):
     return module
 
 
+@api_boundary
 def compile(source, target: str = "cpu", *, entry: str | None = None, filename: str | None = None,
             **options) -> Executable:
     """Compile `source` for `target`; see Executable for calling it. `filename` names text or

@@ -33,7 +33,9 @@ class CustomCallError(KilnError):
 
 
 class InternalError(KilnError):
-    """A bug in Kiln, not in the input: reported as one line, with what is needed to file it."""
+    """A bug in Kiln, not in the input: reported as one line, with what is needed to file it
+    saved in the directory `report`."""
+    report = None
 
 
 def internal_error(exc: BaseException, inputs=()) -> InternalError:
@@ -55,5 +57,57 @@ def internal_error(exc: BaseException, inputs=()) -> InternalError:
                 (report / f"input{i}.txt").write_text(source)
         except OSError:
             pass  # the report is best effort; the error itself must still reach the user
-    return InternalError(f"internal error: {type(exc).__name__}: {exc}",
-                         hint=f"this is a bug in Kiln; please report it with the files in {report}")
+    error = InternalError(f"internal error: {type(exc).__name__}: {exc}",
+                          hint=f"this is a bug in Kiln; please report it with the files in {report}")
+    error.report = report
+    return error
+
+
+def _kiln_code_raised(exc: BaseException) -> bool:
+    """Whether the innermost frame that is not a library's (numpy, MLIR's bindings...) is
+    Kiln's own: then the exception is Kiln's bug. A user's code (a custom-call target, a
+    scripted pass) raising keeps its exception."""
+    import os
+    import sysconfig
+    from pathlib import Path
+    import importlib
+    # The packages' own directories (an editable install's package __path__ may also hold
+    # the checkout's root, so it is not used).
+    kiln_dirs = {str(Path(__file__).resolve().parent)} | {
+        str(Path(importlib.import_module(m).__file__).resolve().parent)
+        for m in ("kiln.lowering", "kiln.dialects")}
+    libraries = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib")}
+    verdict = False
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        filename = os.path.realpath(name)
+        if name.startswith("<"):
+            verdict = name.startswith("<frozen")  # <stdin>, <string>: the user's code
+        elif any(filename.startswith(d + os.sep) for d in kiln_dirs):
+            verdict = True
+        elif not any(filename.startswith(d + os.sep) for d in libraries):
+            verdict = False  # the user's code
+        tb = tb.tb_next
+    return verdict
+
+
+def api_boundary(function):
+    """Let only KilnError (CheckFailure...) out of a public entry point: any other exception
+    raised by Kiln's own code becomes an InternalError saying where the report files are. A
+    user's exception (from their custom-call target or pass) and KeyboardInterrupt pass."""
+    import functools
+
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except KilnError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place that reports Kiln's own bugs
+            if not _kiln_code_raised(exc):
+                raise
+            sources = [a for a in args if isinstance(a, (str, bytes, bytearray))]
+            raise internal_error(exc, sources) from exc
+
+    return guarded

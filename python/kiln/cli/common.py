@@ -21,8 +21,15 @@ def guarded(prog: str, body, args: argparse.Namespace | None = None) -> int:
     """Run `body()`, turning Kiln's errors into one line on stderr and exit status 1. Any other
     exception is a bug in Kiln: one line saying so, with the input and traceback saved for the
     report (`--traceback` prints the traceback instead)."""
+    from ..errors import InternalError, internal_error
     try:
         return body() or 0
+    except InternalError as exc:  # raised at the API boundary: add the input to its report
+        if args is not None and getattr(args, "traceback", False):
+            raise
+        _save_input(exc, args)
+        print(f"{prog}: error: {exc.one_line()}", file=sys.stderr)
+        return 70  # EX_SOFTWARE
     except KilnError as exc:
         print(f"{prog}: error: {exc.one_line()}", file=sys.stderr)
         return 1
@@ -34,7 +41,17 @@ def guarded(prog: str, body, args: argparse.Namespace | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the one place that reports Kiln's own bugs
         if args is not None and getattr(args, "traceback", False):
             raise
-        from ..errors import internal_error
         inputs = [getattr(args, "file", None)] if args is not None else []
         print(f"{prog}: error: {internal_error(exc, inputs).one_line()}", file=sys.stderr)
         return 70  # EX_SOFTWARE
+
+
+def _save_input(error, args) -> None:
+    import shutil
+    from pathlib import Path
+    path = getattr(args, "file", None)
+    if error.report is not None and path and Path(path).is_file():
+        try:
+            shutil.copy(path, Path(error.report) / Path(path).name)
+        except OSError:
+            pass  # the report is best effort

@@ -16,7 +16,7 @@ from torch_mlir import ir
 from ..context import make_context
 from ..diagnostics import format_location
 from ..dialects import kiln as names
-from ..errors import CheckFailure, KilnError
+from ..errors import CheckFailure, KilnError, api_boundary
 from ..frontend.convention import PLAIN, CallingConvention
 from ..lowering.ir_util import find_entry
 from ..lowering.tuples import flatten_entry_tuples
@@ -53,6 +53,7 @@ class Executable:
     def stages(self) -> list[Stage]:
         return self.target.stages(self.entry)
 
+    @api_boundary
     def ir(self, stage: str = "import", *, arg_shapes: list[tuple[int, ...]] | None = None,
            locations: bool = False) -> str:
         """The module's IR after `stage` ("import", or a name from `stage_names()`), with
@@ -93,6 +94,7 @@ class Executable:
         return any(c.checks for c in self._cache.values())
 
     # -- calling -------------------------------------------------------------------------------
+    @api_boundary
     def __call__(self, *args, **kwargs):
         """Run the program; raises CheckFailure if a `check.*` in it does not hold. Takes and
         returns what the calling convention says: the exported function's pytrees for JAX
@@ -122,12 +124,14 @@ class Executable:
                                                   "with the program and these inputs")
         return results
 
+    @api_boundary
     def verify(self, *arrays):
         """Run the flat `arrays` through Kiln and through the StableHLO reference interpreter;
         the report names the first operation whose value differs (driver/verify.py)."""
         from .verify import verify_executable
         return verify_executable(self, self._coerce(arrays))
 
+    @api_boundary
     def run_checks(self, *args) -> tuple[tuple[np.ndarray, ...], list[check_eval.CheckOutcome]]:
         """Like `flat`, but returns every check's outcome instead of raising on failure."""
         arrays = self._coerce(args)

@@ -6,7 +6,7 @@ cap and a time limit. Outcomes:
 
     ok         compiled (and ran)
     error      a KilnError (or CheckFailure): the located, user-facing failure Kiln promises
-    stray      any other exception: a bug (a raw traceback would reach the user)
+    stray      any other exception, or Kiln's InternalError: a bug
     signal     the child died (SIGSEGV, SIGABRT...): a bug, and a dead user process
     hang       the child ran past the time limit: a bug
 
@@ -191,6 +191,8 @@ def _child(data: bytes, send) -> None:
         if size <= 64 << 20:
             exe.run_checks(*[np.zeros(s, spec.dtype) for s, spec in zip(shapes, specs)])
         send.send(("ok", ""))
+    except kiln.errors.InternalError as exc:  # Kiln's own bug, caught at its API boundary
+        send.send(("stray", exc.one_line()[:300]))
     except kiln.KilnError as exc:
         send.send(("error", exc.one_line()[:300]))
     except BaseException as exc:  # noqa: BLE001 - what the fuzzer is looking for

@@ -336,8 +336,9 @@ class Emitter:
                 except KilnError:
                     raise
                 except Exception as e:  # an importer bug: still report where it happened
-                    self.fail(f"internal error: {type(e).__name__}: {e}",
-                              hint="please report this HLO input")
+                    self.fail(f"cannot import this instruction ({type(e).__name__}: {e})",
+                              hint="check its operands and attributes against the HLO "
+                                   "specification; if it is valid HLO, please report it")
                 want = len(ins.shape.leaves())
                 if len(leaves) != want:
                     self.fail(f"internal: produced {len(leaves)} values for a shape with {want}")
@@ -500,7 +501,7 @@ class Emitter:
         idx = a.int("index", required=True)
         # The operand's tuple shape tells how many leaves each element spans.
         tshape = self._shape_of_operand(ins, 0)
-        if not tshape.is_tuple or idx >= len(tshape.tuple_shapes):
+        if not tshape.is_tuple or not 0 <= idx < len(tshape.tuple_shapes):
             self.fail(f"index {idx} out of range for operand shape {tshape}")
         start = sum(len(s.leaves()) for s in tshape.tuple_shapes[:idx])
         n = len(tshape.tuple_shapes[idx].leaves())

@@ -191,6 +191,9 @@ class Parser:
         operands, shapes, payload, ppos = [], [], None, 0
         if opcode in ("constant", "parameter"):
             payload, ppos = s.balanced(stop=")", stop_at_newline=False)
+            if opcode == "parameter" and not re.fullmatch(r"\s*-?\d+\s*", payload):
+                s.pos = ppos
+                s.error(f"expected parameter(<number>), got parameter({payload.strip()})")
             s.expect(")", f"to close {opcode}(...)")
         else:
             while not s.accept(")"):

@@ -205,7 +205,10 @@ def run_one(data: bytes, timeout: float) -> tuple[str, str]:
     child = ctx.Process(target=_child, args=(data, send))
     child.start()
     send.close()
-    reply = receive.recv() if receive.poll(timeout) else None
+    try:
+        reply = receive.recv() if receive.poll(timeout) else None
+    except EOFError:  # the child died before answering
+        reply = None
     if reply is None and child.is_alive():
         child.kill()
         child.join()

@@ -230,3 +230,13 @@ def test_corrupt_bytecode_never_kills_the_process():
         except kiln.KilnError:
             outcomes.add("error")
     assert outcomes <= {"ok", "error"} and "error" in outcomes
+
+
+def test_absurd_result_numbers_are_a_located_error_not_a_hang():
+    # `%r#2147483647` made the MLIR parser reserve 2^31 results: an abort or a hang.
+    src = ("func.func @main(%x: tensor<f32>) -> tensor<f32> {\n"
+           "  %r:2 = stablehlo.optimization_barrier %x, %x : tensor<f32>, tensor<f32>\n"
+           "  return %r#2147483647 : tensor<f32>\n}")
+    with pytest.raises(kiln.KilnError, match="result number 2147483647 is out of range") as info:
+        kiln.compile(src, filename="r.mlir")
+    assert info.value.location == "r.mlir:3:13"

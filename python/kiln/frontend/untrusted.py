@@ -31,11 +31,24 @@ from ..errors import KilnError
 MAX_NESTING = 256
 
 _QUOTED = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+# `%v#N` (result N of a value pack) and `%v:N` (a pack of N results): the parser makes room for
+# N results up front, so a huge N exhausts memory or time before any error is reported.
+MAX_RESULT_NUMBER = 1 << 16
+_RESULT_NUMBER = re.compile(rb"%[\w$.-]+[#:](\d{5,})")
 
 
 def check_text_nesting(text: str, filename: str) -> None:
-    """Refuse text whose brackets nest deeper than MAX_NESTING, naming where."""
+    """Refuse text whose brackets nest deeper than MAX_NESTING, or whose result numbers are
+    absurd (see MAX_RESULT_NUMBER), naming where."""
     data = _QUOTED.sub(lambda m: b" " * len(m.group()), text.encode("utf-8", "replace"))
+    for m in _RESULT_NUMBER.finditer(data):
+        if int(m.group(1)) > MAX_RESULT_NUMBER:
+            offset = m.start(1)
+            line = data.count(b"\n", 0, offset) + 1
+            column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+            raise KilnError(f"result number {int(m.group(1))} is out of range",
+                            location=f"{filename}:{line}:{column}",
+                            hint=f"operations have at most {MAX_RESULT_NUMBER} results here")
     codes = np.frombuffer(data, np.uint8)
     steps = (np.isin(codes, np.frombuffer(b"{([", np.uint8)).astype(np.int32)
              - np.isin(codes, np.frombuffer(b"})]", np.uint8)).astype(np.int32))

@@ -335,6 +335,8 @@ def _thread_status(lib: ctypes.CDLL) -> int:
 class _ThreadStatus:
     def __init__(self, lib: ctypes.CDLL):
         self.lib, self.address = lib, lib.KilnStatusCreate()
+        if not self.address:
+            raise KilnError("out of memory creating a custom-call status")
 
     def __del__(self):  # when the thread ends
         try:

@@ -13,7 +13,7 @@ cap and a time limit. Outcomes:
 Only `ok` and `error` are acceptable. CI runs a small sample (tests/py/test_fuzz.py); a large
 campaign runs on demand:
 
-    python tests/fuzz/fuzz.py --count 5000 --jobs 2 --seed 1 [--json out.json] [--show stray]
+    python tests/fuzz/fuzz.py --count 5000 --jobs 2 --seed 1 [--json out.json] [--save DIR]
 """
 from __future__ import annotations
 
@@ -175,6 +175,7 @@ MUTATIONS = [byte_flip, token_edit, number_swap, dimension_swap, truncate]
 
 # -- running ----------------------------------------------------------------------------------
 def _child(data: bytes, send) -> None:
+    os.environ["KILN_READ_TIMEOUT"] = "20"  # Kiln's reader process gives up before we do
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # a runaway allocation fails
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # MLIR prints diagnostics as it fails
@@ -219,9 +220,15 @@ def run_one(data: bytes, timeout: float) -> tuple[str, str]:
     return reply
 
 
+SAVE_DIR: Path | None = None  # where bad mutants are written (--save)
+
+
 def _job(args) -> Outcome:
     seed, mutation, data, timeout = args
     kind, detail = run_one(data, timeout)
+    if SAVE_DIR is not None and kind in BAD:
+        SAVE_DIR.mkdir(parents=True, exist_ok=True)
+        (SAVE_DIR / f"{kind}-{abs(hash(data)) % 10**8:08d}-{seed}").write_bytes(data)
     return Outcome(seed, mutation, kind, detail)
 
 
@@ -262,6 +269,7 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant")
     parser.add_argument("--json", help="write every outcome here")
     parser.add_argument("--show", default="stray,signal,hang", help="outcome kinds to print")
+    parser.add_argument("--save", help="write every bad mutant into this directory")
     parser.add_argument("--make-binary-seeds", nargs=2, metavar=("TEXTS", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -272,6 +280,8 @@ def main(argv=None) -> int:
         Path(args.make_binary_seeds[1]).write_bytes(pickle.dumps([(m.name, m.data) for m in made]))
         return 0
     show = set(args.show.split(","))
+    global SAVE_DIR
+    SAVE_DIR = Path(args.save) if args.save else None
     start = time.monotonic()
     outcomes = campaign(args.count, args.seed, args.jobs, args.timeout,
                         report=lambda o: o.kind in show and print(

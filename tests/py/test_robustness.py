@@ -240,3 +240,29 @@ def test_absurd_result_numbers_are_a_located_error_not_a_hang():
     with pytest.raises(kiln.KilnError, match="result number 2147483647 is out of range") as info:
         kiln.compile(src, filename="r.mlir")
     assert info.value.location == "r.mlir:3:13"
+
+
+def test_a_dynamic_entry_not_named_main_specializes():
+    # Shape specialisation renamed such an entry outside any MLIR context (a stray RuntimeError).
+    src = ("func.func @f(%n: tensor<i64>, %x: tensor<?xf32>) -> tensor<?xf32> {\n"
+           "  %0 = stablehlo.add %x, %x : tensor<?xf32>\n  return %0 : tensor<?xf32>\n}")
+    exe = kiln.compile(src)
+    (y,) = exe(np.int64(3), np.ones(3, np.float32))
+    np.testing.assert_array_equal(y, np.full(3, 2, np.float32))
+
+
+def test_a_reader_that_hangs_is_stopped(monkeypatch):
+    # Some corrupt bytecode makes MLIR's reader loop forever; Kiln's reader process gives up.
+    import kiln.frontend.untrusted as untrusted
+    from torch_mlir._mlir_libs import _stablehlo
+    artifact = _stablehlo.serialize_portable_artifact_str(SCALAR_ADD, _stablehlo.get_current_version())
+    monkeypatch.setenv("KILN_READ_TIMEOUT", "0")  # a reader server where every read is too slow
+    monkeypatch.setattr(untrusted, "_server", None)
+    try:
+        with pytest.raises(kiln.KilnError, match="did not finish reading this input"):
+            kiln.compile(bytes(artifact))
+    finally:
+        if untrusted._server is not None:
+            untrusted._server.kill()
+            untrusted._server.wait()
+        untrusted._server = None

@@ -21,7 +21,8 @@ def specialize_to(module: ir.Module, entry: str, arg_types: list[str], filename:
     JAX's dimension arguments (index -> value), which the caller must check, since the
     compiled code no longer reads them."""
     if convention.infer_dimension_arguments:
-        return specialize(module, entry, arg_types, filename)
+        with module.context:
+            return specialize(module, entry, arg_types, filename)
     types = ",".join(arg_types)
     run_steps(module, [f"stablehlo-refine-arguments{{types={types}}}", *_REFINE_ONLY],
               filename, "specialize")

@@ -80,7 +80,8 @@ def check_module_nesting(module: ir.Module, filename: str) -> None:
 # input. Forking the caller itself is not safe once jax (or any threaded library) runs in it:
 # a child can inherit a lock another thread held and hang (observed with jaxlib's
 # deserializer); multiprocessing's own fork server would re-run the caller's script.
-READ_TIMEOUT_S = 600.0
+# A reader that has not finished by then is taken to hang on the input (KILN_READ_TIMEOUT).
+READ_TIMEOUT_S = float(os.environ.get("KILN_READ_TIMEOUT", "60"))
 _server_lock = threading.Lock()
 _server: subprocess.Popen | None = None
 

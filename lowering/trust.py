@@ -16,10 +16,10 @@ stand at the two ends of the compile:
 """
 from __future__ import annotations
 
-import re
 
 from torch_mlir import ir
 
+from ..dialects import kiln as names
 from ..errors import KilnError
 from .ir_util import walk
 
@@ -29,10 +29,6 @@ from .ir_util import walk
 INPUT_DIALECTS = frozenset({"builtin", "func", "stablehlo", "chlo", "mhlo", "sdy", "check",
                             "interpreter"})
 
-# `kiln.*` attributes Kiln's front ends write (HLO layouts and tuple trees, JAX calling
-# conventions); every other `kiln.*` attribute is set by a lowering and trusted by a later one.
-FRONTEND_ATTRIBUTES = re.compile(r"kiln\.(layout|operand_tree|result_tree|fusion_kind|hlo_module|"
-                                 r"jax\..*)$")
 
 # Kiln's runtime library (runtime/*.c) as the generated code calls it.
 RUNTIME_SYMBOLS = frozenset({
@@ -111,7 +107,11 @@ def _check_attributes(op: ir.Operation) -> None:
 
 
 def _check_attribute_name(name: str, op: ir.Operation, where: str) -> None:
-    if name.startswith("llvm.") or (name.startswith("kiln.") and not FRONTEND_ATTRIBUTES.match(name)):
+    # `kiln.*` attributes Kiln's front ends write (HLO layouts and tuple trees, JAX calling
+    # conventions) may come with an input; every other one is set by a lowering and trusted
+    # by a later one (dialects/kiln.py lists both kinds).
+    if name.startswith("llvm.") or (name.startswith(names.PREFIX)
+                                    and not names.is_frontend_attribute(name)):
         raise KilnError(f"attribute '{name}' on {where} is not allowed in an input program",
                         location=str(op.location),
                         hint="`llvm.*` and Kiln's internal `kiln.*` attributes steer code "

@@ -22,7 +22,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .hlo_builder import (HloBuilder, element, enum_value, part_type, replace_op, shape,
                           static_shape)
 
@@ -193,6 +193,4 @@ def _build_fft(h: HloBuilder, x: ir.Value, kind: str, lengths: list[int], out_sh
     return part(f.dft_axis(z, r - 1, 1, True), 0)
 
 
-def lower_fft(module: ir.Module) -> None:
-    for op in [op for op in walk(module.operation) if op.name == "stablehlo.fft"]:
-        _lower_fft(op)
+lower_fft = pattern_pass({"stablehlo.fft": _lower_fft})

@@ -17,6 +17,8 @@ StableHLO op defines them, so a mistake is a Python error at the line that made 
 """
 from __future__ import annotations
 
+from ..patterns import replace_op  # noqa: F401 - the lowerings' way to finish
+
 from typing import Callable, Sequence, Union
 
 import numpy as np
@@ -80,13 +82,6 @@ def static_shape(value: ir.Value, op: ir.Operation) -> tuple:
                         location=str(op.location),
                         hint="pass concrete input shapes so shape refinement can make them static")
     return tuple(t.shape)
-
-
-def replace_op(op: ir.Operation, values: Sequence[ir.Value]) -> None:
-    """Make `values` (built just before `op`) stand for op's results, and erase op."""
-    for result, value in zip(op.results, values):
-        result.replace_all_uses_with(value)
-    op.erase()
 
 
 # StableHLO's enum attributes, built through the StableHLO bindings (no text to parse).

@@ -24,7 +24,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .hlo_builder import (HloBuilder, element, enum_value, is_complex, part_type, replace_op,
                           shape, static_shape)
 
@@ -202,9 +202,5 @@ def _lower_cholesky(op: ir.Operation) -> None:
     replace_op(op, [out])
 
 
-def lower_linalg_ops(module: ir.Module) -> None:
-    for op in list(walk(module.operation)):
-        if op.name == "stablehlo.triangular_solve":
-            _lower_triangular_solve(op)
-        elif op.name == "stablehlo.cholesky":
-            _lower_cholesky(op)
+lower_linalg_ops = pattern_pass({"stablehlo.triangular_solve": _lower_triangular_solve,
+                                 "stablehlo.cholesky": _lower_cholesky})

@@ -14,6 +14,8 @@ scalarize=True)`) get the resulting 0-d linalg.generics unwrapped into scalars a
 """
 from __future__ import annotations
 
+from ..patterns import replace_op  # noqa: F401 - the lowerings' way to finish
+
 from typing import Callable, Sequence
 
 from torch_mlir import ir
@@ -34,13 +36,6 @@ def static_tensor_type(value: ir.Value, op: ir.Operation) -> ir.RankedTensorType
                         hint="give the program static shapes (or call it with concrete "
                              "arguments so Kiln can refine them)")
     return t
-
-
-def replace_op(op: ir.Operation, values: Sequence[ir.Value]) -> None:
-    """Hand `op`'s uses over to `values` (one per result) and erase it."""
-    for result, value in zip(op.results, values):
-        result.replace_all_uses_with(value)
-    op.erase()
 
 
 class IndexConstants:

@@ -26,7 +26,7 @@ import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .hlo_builder import HloBuilder, element, enum_value, replace_op, static_shape
 
 
@@ -71,15 +71,16 @@ def _lower_rng(op: ir.Operation, normal: bool) -> None:
     replace_op(op, [out])
 
 
-def lower_rng(module: ir.Module) -> None:
-    for op in list(walk(module.operation)):
-        if op.name != "stablehlo.rng":
-            continue
-        etype = element(op.results[0])
-        normal = enum_value(op.attributes["rng_distribution"]) == "NORMAL"
-        if not isinstance(etype, ir.FloatType):
-            if normal:
-                raise KilnError(f"stablehlo.rng NORMAL of {etype} is not supported",
-                                location=str(op.location), hint="NORMAL draws floating-point numbers")
-            continue  # integer UNIFORM: upstream
-        _lower_rng(op, normal)
+def _lower_float_rng(op: ir.Operation) -> bool | None:
+    """Float UNIFORM and NORMAL here; integer UNIFORM is left to upstream (False)."""
+    etype = element(op.results[0])
+    normal = enum_value(op.attributes["rng_distribution"]) == "NORMAL"
+    if not isinstance(etype, ir.FloatType):
+        if normal:
+            raise KilnError(f"stablehlo.rng NORMAL of {etype} is not supported",
+                            location=str(op.location), hint="NORMAL draws floating-point numbers")
+        return False
+    _lower_rng(op, normal)
+
+
+lower_rng = pattern_pass({"stablehlo.rng": _lower_float_rng})

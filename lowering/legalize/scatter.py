@@ -25,16 +25,11 @@ from torch_mlir._mlir_libs import _stablehlo
 from torch_mlir.dialects import arith, tensor
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .loops import (IndexConstants, all_true, apply_region, delinearize, for_loop, if_else,
                     replace_op, static_tensor_type)
 
 SGE, SLE = arith.CmpIPredicate.sge, arith.CmpIPredicate.sle
-
-
-def lower_scatters(module: ir.Module) -> None:
-    for op in [o for o in walk(module.operation) if o.name == "stablehlo.scatter"]:
-        _lower(op)
 
 
 def _lower(op: ir.Operation) -> None:
@@ -128,3 +123,6 @@ def _lower(op: ir.Operation) -> None:
 
         results = for_loop(c0, index(positions), index(1), inputs, position)
     replace_op(op, results)
+
+
+lower_scatters = pattern_pass({"stablehlo.scatter": _lower})

@@ -17,16 +17,11 @@ from math import prod
 from torch_mlir import ir
 from torch_mlir.dialects import arith, tensor
 
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .loops import (IndexConstants, apply_region, boolean, delinearize, for_loop, replace_op,
                     static_tensor_type)
 
 SLT = arith.CmpIPredicate.slt
-
-
-def lower_sorts(module: ir.Module) -> None:
-    for op in [o for o in walk(module.operation) if o.name == "stablehlo.sort"]:
-        _lower(op)
 
 
 def _lower(op: ir.Operation) -> None:
@@ -101,3 +96,6 @@ def _merge_pass(comparator: ir.Region, index: IndexConstants, src: list[ir.Value
         return for_loop(c0, index(n), index(2 * width), dst, run_pair)
 
     return for_loop(c0, index(prod(other)), c1, init, row)
+
+
+lower_sorts = pattern_pass({"stablehlo.sort": _lower})

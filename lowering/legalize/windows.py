@@ -18,16 +18,11 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, tensor
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass
 from .loops import (IndexConstants, all_true, apply_region, boolean, delinearize, for_loop,
                     if_else, replace_op, static_tensor_type)
 
 SGE, SLT = arith.CmpIPredicate.sge, arith.CmpIPredicate.slt
-
-
-def lower_select_and_scatters(module: ir.Module) -> None:
-    for op in [o for o in walk(module.operation) if o.name == "stablehlo.select_and_scatter"]:
-        _lower(op)
 
 
 def _i64_array(op: ir.Operation, name: str, default: list[int]) -> list[int]:
@@ -108,3 +103,6 @@ def _lower(op: ir.Operation) -> None:
 
         (result,) = for_loop(c0, index(prod(sshape)), c1, [start], source_element, scalarize=True)
     replace_op(op, [result])
+
+
+lower_select_and_scatters = pattern_pass({"stablehlo.select_and_scatter": _lower})

@@ -31,7 +31,7 @@ from __future__ import annotations
 from torch_mlir import ir
 
 from ...errors import KilnError
-from ..ir_util import walk
+from ..patterns import pattern_pass, replace_op
 
 _OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case", "stablehlo.optimization_barrier",
         "stablehlo.get_dimension_size")
@@ -66,9 +66,7 @@ def _move_region(src: ir.Region, dst: ir.Region) -> ir.Block:
 
 
 def _finish(op: ir.Operation, new: ir.Operation) -> None:
-    for old, repl in zip(op.results, new.results):
-        old.replace_all_uses_with(repl)
-    op.erase()
+    replace_op(op, list(new.results))
 
 
 def _lower_while(op: ir.Operation) -> None:
@@ -115,9 +113,7 @@ def _lower_case(op: ir.Operation) -> None:
 
 
 def _lower_barrier(op: ir.Operation) -> None:
-    for result, operand in zip(op.results, op.operands):
-        result.replace_all_uses_with(operand)
-    op.erase()
+    replace_op(op, list(op.operands))
 
 
 def _lower_dimension_size(op: ir.Operation) -> None:
@@ -148,7 +144,6 @@ _LOWER = {"stablehlo.while": _lower_while, "stablehlo.if": _lower_if, "stablehlo
           "stablehlo.get_dimension_size": _lower_dimension_size}
 
 
-def lower_control_flow(module: ir.Module) -> None:
-    # Collected first: moving blocks keeps nested ops alive, so the order does not matter.
-    for op in [op for op in walk(module.operation) if op.name in _LOWER]:
-        _LOWER[op.name](op)
+# Moving a region keeps the ops in it alive, so whether the walk driver reaches an inner while
+# before or after the outer one does not matter.
+lower_control_flow = pattern_pass(_LOWER)

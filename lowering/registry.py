@@ -225,7 +225,7 @@ def _register_kiln_passes() -> None:
     """Every Kiln pass, in the order the CPU pipeline runs them."""
     from . import checks, entry, guards, tuples, verify
     from .codegen import blas, fastmath, interrupts, parallel
-    from .legalize import (control_flow, custom_calls, fft, floats, linalg_ops, rng, scalarize,
+    from .legalize import (control_flow, custom_calls, fft, floats, linalg_ops, rng, scalarize, scans,
                            scatter, semantics, slicing, sort, windows)
     def register(name, summary, function, takes_entry=False):
         _add(name, summary, function, takes_entry)
@@ -259,6 +259,8 @@ def _register_kiln_passes() -> None:
              sort.lower_sorts)
     register("kiln-lower-select-and-scatter", "stablehlo.select_and_scatter -> scf loops",
              windows.lower_select_and_scatters)
+    register("kiln-lower-cumulative-windows", "cumulative stablehlo.reduce_window (cumsum, "
+             "cumprod, cummax...) -> a linear scan", scans.lower_cumulative_windows)
     register("kiln-widen-unsigned-slice-starts", "clamp unsigned dynamic_slice / "
              "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts)
     register("kiln-widen-narrow-floats", "compute on 8/6/4-bit floats in f32, rounding results "

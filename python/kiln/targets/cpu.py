@@ -38,6 +38,7 @@ class CpuTarget(Target):
             "kiln-lower-scatter",             # data movement: scatter, sort, select_and_scatter
             "kiln-lower-sort",
             "kiln-lower-select-and-scatter",
+            "kiln-lower-cumulative-windows",  # cumsum & co: O(n) scans, not O(n^2) windows
             "kiln-widen-unsigned-slice-starts",
             "kiln-widen-narrow-floats",       # numerics: 8/6/4-bit floats computed in f32
             "kiln-lower-fft",

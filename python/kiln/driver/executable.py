@@ -25,7 +25,7 @@ from ..runtime import checks as check_eval
 from ..runtime.dtypes import normalize_sub_byte
 from ..runtime.memref import TensorSpec
 from ..targets.base import Target
-from . import avals, calling
+from . import avals, calling, plan
 from .compiler import Compiled, compile_module, signature, to_bytecode
 from .specialize import specialize_to
 
@@ -73,6 +73,28 @@ class Executable:
     @property
     def timings(self) -> list[StageTiming]:
         return next(iter(self._cache.values())).timings if self._cache else []
+
+    @api_boundary
+    def buffer_assignment(self, *arg_shapes) -> plan.BufferAssignment:
+        """Every buffer of the compiled entry function (after `codegen`): size, live range and
+        offset, temporaries sharing space by live range. Shapes are needed only when the
+        signature is dynamic."""
+        return self._plan(arg_shapes)[0]
+
+    @api_boundary
+    def thunks(self, *arg_shapes) -> plan.ThunkSequence:
+        """The execution plan: the entry function's units of work in program order, each with
+        the buffer slices it reads and writes."""
+        return self._plan(arg_shapes)[1]
+
+    def _plan(self, arg_shapes):
+        if "codegen" not in self.stage_names():
+            raise KilnError(f"target '{self.target.name}' has no 'codegen' stage to plan from",
+                            hint="stages: " + ", ".join(self.stage_names()))
+        given = [s for s in arg_shapes if s is not None]
+        shapes = [tuple(s) for s in given] if given and len(given) == len(arg_shapes) else None
+        text = self.ir("codegen", arg_shapes=shapes)
+        return plan.analyse(text, self.entry, len(self.result_specs))
 
     @property
     def in_avals(self) -> tuple[avals.ShapedArray, ...]:

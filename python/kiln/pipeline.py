@@ -49,9 +49,16 @@ class Stage:
 
 
 @dataclass
+class PassTiming:
+    name: str
+    seconds: float
+
+
+@dataclass
 class StageTiming:
     name: str
     seconds: float
+    passes: list[PassTiming] = field(default_factory=list)  # only when asked for (timing=)
 
 
 class _PythonPassHost:
@@ -146,33 +153,70 @@ def _with_observer(steps: list[Step], observe: Observer) -> list[Step]:
     return observed
 
 
+# Called after every pass of a stage with (stage, pass, module), e.g. to dump the IR.
+PassHook = Callable[[str, str, ir.Module], None]
+
+
+class _PassClock:
+    """Times each step of a stage from the observer that runs after it: a step's time is
+    from the end of the previous observation to the start of its own, so it covers the pass
+    and MLIR's verifier after it, but not the observers' own work (dumping the IR)."""
+
+    def __init__(self):
+        self.passes: list[PassTiming] = []
+        self.overhead = 0.0
+        self.mark = time.perf_counter()
+
+    def observer(self, stage: str, after_pass: PassHook | None) -> Observer:
+        def observe(step: str, module: ir.Module) -> None:
+            start = time.perf_counter()
+            self.passes.append(PassTiming(step, start - self.mark))
+            if after_pass is not None:
+                after_pass(stage, step, module)
+            self.mark = time.perf_counter()
+            self.overhead += self.mark - start
+        return observe
+
+
 def run_stages(module: ir.Module, stages: list[Stage], filename: str, *, until: str | None = None,
                timings: list[StageTiming] | None = None,
-               dump: Callable[[str, ir.Module], None] | None = None) -> None:
-    """Run `stages` in order (stopping after `until`), recording timings and handing the IR
-    after each stage to `dump` (XLA's --xla_dump_to)."""
+               dump: Callable[[str, ir.Module], None] | None = None,
+               after_pass: PassHook | None = None, pass_timing: bool = False) -> None:
+    """Run `stages` in order (stopping after `until`), recording timings (per pass too with
+    `pass_timing`), handing the IR after each stage to `dump` (XLA's --xla_dump_to) and
+    after each pass to `after_pass`. Per-pass hooks observe the IR from inside the stage's
+    pass manager (`run_steps`' observer), so they cost nothing when unused."""
     for stage in stages:
+        clock = _PassClock() if (pass_timing or after_pass is not None) else None
         start = time.perf_counter()
-        run_steps(module, stage.steps, filename, stage.name)
+        run_steps(module, stage.steps, filename, stage.name,
+                  observe=clock.observer(stage.name, after_pass) if clock else None)
+        elapsed = time.perf_counter() - start
         if timings is not None:
-            timings.append(StageTiming(stage.name, time.perf_counter() - start))
+            passes = clock.passes if clock is not None and pass_timing else []
+            overhead = clock.overhead if clock is not None else 0.0
+            timings.append(StageTiming(stage.name, elapsed - overhead, passes))
         if dump is not None:
             dump(stage.name, module)
         if stage.name == until:
             return
 
 
-def directory_dumper(directory: str, program: str) -> Callable[[str, ir.Module], None]:
-    """Write `<directory>/<program>.<n>.<stage>.mlir` after each stage, numbered in order."""
-    from pathlib import Path
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    counter = iter(range(1000))
-
-    def dump(stage: str, module: ir.Module) -> None:
-        (root / f"{program}.{next(counter):02d}.{stage}.mlir").write_text(str(module))
-
-    return dump
+def format_timings(timings: list[StageTiming], title: str = "Kiln compile time") -> str:
+    """A wall-time report in the shape of MLIR's -mlir-timing: one row per stage, its passes
+    indented under it, each with its share of the total."""
+    total = sum(t.seconds for t in timings)
+    share = (lambda s: 100.0 * s / total) if total > 0 else (lambda s: 0.0)
+    rule = "=" + "-" * 78 + "="
+    lines = [rule, f"... {title} report ...".center(80), rule,
+             f"  Total wall time: {total:.4f} seconds", "",
+             "  ----Wall Time----  ----Name----"]
+    for stage in timings:
+        lines.append(f"  {stage.seconds:7.4f} ({share(stage.seconds):5.1f}%)  {stage.name}")
+        for step in stage.passes:
+            lines.append(f"  {step.seconds:7.4f} ({share(step.seconds):5.1f}%)    {step.name}")
+    lines.append(f"  {total:7.4f} (100.0%)  Total")
+    return "\n".join(lines)
 
 
 def format_pipeline(stages: list[Stage]) -> str:

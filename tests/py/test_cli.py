@@ -104,8 +104,9 @@ def test_version_and_include_dir():
 def test_dump_dir_has_every_stage(tmp_path):
     proc = kiln("run", Path(__file__).parents[2] / "examples" / "mlp.mlir", "--dump-dir", tmp_path / "dump")
     assert proc.returncode == 0, proc.stderr
-    names = sorted(p.name for p in (tmp_path / "dump").iterdir())
-    stages = [n.split(".")[2] for n in names]
-    assert stages[0] == "import" and stages[-1] == "lower"
+    names = sorted(p.name for p in (tmp_path / "dump").iterdir() if p.name.split(".")[2].isdigit())
+    stages = [n.split(".")[3] for n in names]
+    assert (tmp_path / "dump" / "module_0000.mlp.before_optimizations.mlir").is_file()
+    assert stages[0] == "verify" and stages[-1] == "lower"
     assert {"verify", "optimize", "legalize", "fuse", "bufferize", "codegen"} <= set(stages)
     assert "llvm.func" in (tmp_path / "dump" / names[-1]).read_text()

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     # How compiled code and numpy meet: memref descriptors, dtypes, custom calls, check
     # outcomes. Nothing that compiles.
     ("runtime ABI", ["kiln.runtime"]),
-    ("pass infrastructure", ["kiln.pipeline"]),
+    ("pass infrastructure", ["kiln.pipeline", "kiln.dumping"]),
     ("passes", ["kiln.lowering"]),
     # Front ends make modules (plus their calling convention), targets lower and load them,
     # the reference interpreter evaluates them: none of them knows the others.

@@ -24,7 +24,12 @@ def main(argv=None) -> int:
                      "or .npy for one argument")
     run.add_argument("--output", help="write the results to this .npz")
     run.add_argument("--print", action="store_true", help="print the results")
-    run.add_argument("--dump-dir", help="write the IR after every stage here (XLA: --xla_dump_to)")
+    run.add_argument("--dump-dir", help="write the IR before and after optimizations and after "
+                     "every stage here (XLA: --xla_dump_to)")
+    run.add_argument("--dump-pass-regex", metavar="REGEX",
+                     help="also dump the IR after every pass whose name matches (with --dump-dir)")
+    run.add_argument("--timing", action="store_true",
+                     help="print the time of each stage and pass on stderr (like -mlir-timing)")
     run.add_argument("--verify", action="store_true",
                      help="also run the program in the StableHLO reference interpreter and name "
                           "the first operation whose value differs")
@@ -80,8 +85,13 @@ def _load_inputs(path: str) -> list[np.ndarray]:
 def _run(args) -> int:
     import kiln
     from ..errors import KilnError
-    options = {"dump_dir": args.dump_dir} if args.dump_dir else {}
+    options = {name: value for name, value in (("dump_dir", args.dump_dir),
+                                                ("dump_pass_regex", args.dump_pass_regex),
+                                                ("timing", args.timing)) if value}
     exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry, **options)
+    if args.timing:
+        from ..pipeline import format_timings
+        print(format_timings(exe.timings), file=sys.stderr)
     inputs = _load_inputs(args.inputs) if args.inputs else []
     # .npz keeps ml_dtypes arrays (bf16, f8, int4...) as raw bytes ('V2', 'V1'): give them the
     # parameter's dtype back.

@@ -27,6 +27,12 @@ def main(argv=None) -> int:
                        help="print every registered Kiln pass with its summary")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--entry", help="entry function (default: main or the only public one)")
+    parser.add_argument("--dump-dir", help="with --stage: write the IR before and after "
+                        "optimizations and after every stage here (XLA: --xla_dump_to)")
+    parser.add_argument("--dump-pass-regex", metavar="REGEX", help="with --stage and --dump-dir: "
+                        "also dump the IR after every pass whose name matches")
+    parser.add_argument("--timing", action="store_true", help="print the time of each stage "
+                        "(with --stage) or pass on stderr, like -mlir-timing")
     parser.add_argument("--split-input-file", action="store_true",
                         help="treat '// -----' as separating independent inputs")
     args = parser.parse_args(argv)
@@ -101,15 +107,48 @@ def _one(source, filename: str, args) -> str:
     pipeline = args.pass_pipeline or args.passes
     if pipeline:
         option = _pipeline_option(args)
-        run_steps(module, parse_pipeline(pipeline, ctx, args.entry, where=option), filename,
-                  option)
+        steps = parse_pipeline(pipeline, ctx, args.entry, where=option)
+        if not args.timing:
+            run_steps(module, steps, filename, option)
+            return str(module)
+        from ..pipeline import Stage
+        _run_instrumented(module, [Stage(option, "the pipeline given", steps)], None, filename,
+                          args)
         return str(module)
     if not args.stage or args.stage == "import":
         return str(module)
     from ..driver import Executable
     from ..targets import get_target
     exe = Executable(module, get_target(args.target), args.entry, filename, compile_now=False)
-    return exe.ir(args.stage)
+    if not (args.timing or args.dump_dir or args.dump_pass_regex):
+        return exe.ir(args.stage)
+    if args.stage not in exe.stage_names():
+        return exe.ir(args.stage)  # raises the KilnError that names the stages
+    # Executable flattened the entry's tuples in `module`: it is what exe.ir would compile.
+    _run_instrumented(module, exe.stages, args.stage, filename, args)
+    return str(module)
+
+
+def _run_instrumented(module, stages, until, filename: str, args) -> None:
+    """Run `stages` (up to `until`) with the dumps and timing report the flags ask for."""
+    from ..driver.compiler import dump_writer
+    from ..pipeline import format_timings, run_stages
+    options = {"dump_dir": args.dump_dir, "dump_pass_regex": args.dump_pass_regex}
+    dumper = dump_writer(options, module, filename)
+    if dumper:
+        dumper.before_optimizations(module)
+    timings = []
+
+    def dump(stage, module):
+        dumper.stage(stage, module)
+        if stage == "optimize":
+            dumper.after_optimizations(module)
+
+    run_stages(module, stages, filename, until=until, timings=timings, pass_timing=args.timing,
+               dump=dump if dumper else None,
+               after_pass=dumper.after_pass if dumper and dumper.pass_pattern else None)
+    if args.timing:
+        print(format_timings(timings), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from ..errors import KilnError
 from ..lowering.checks import read_checks
 from ..lowering.entry import read_result_sources
 from ..lowering.ir_util import find_entry, function_type, symbol_name
-from ..pipeline import StageTiming, directory_dumper, run_stages
+from ..dumping import DumpWriter, program_name
+from ..pipeline import StageTiming, run_stages
 from ..runtime.memref import TensorSpec
 from ..targets.base import Invoker, Target
 
@@ -59,16 +60,18 @@ def compile_module(module: ir.Module, target: Target, entry: str, filename: str,
     shapes) and load the result. `module`'s context is kept alive by the result."""
     timings: list[StageTiming] = []
     stages = target.stages(entry)
-    dump = None
-    if target.options.get("dump_dir"):
-        from pathlib import Path
-        dump = directory_dumper(target.options["dump_dir"],
-                                Path(filename).stem.strip("<>") or "module")
-        dump("import", module)
+    dumper = dump_writer(target.options, module, filename)
+    hooks = {"timings": timings, "pass_timing": bool(target.options.get("timing")),
+             "dump": dumper.stage if dumper else None,
+             "after_pass": dumper.after_pass if dumper and dumper.pass_pattern else None}
+    if dumper:
+        dumper.before_optimizations(module)
     # The signature is read after `optimize` (checks outlined) and before `legalize`
     # (which erases signedness).
     split = [s.name for s in stages].index("optimize") + 1
-    run_stages(module, stages[:split], filename, timings=timings, dump=dump)
+    run_stages(module, stages[:split], filename, **hooks)
+    if dumper:
+        dumper.after_optimizations(module)
     _, _, results = signature(module, entry)
     checks, user_results = read_checks(find_entry(module, entry))
     sources = read_result_sources(find_entry(module, entry)) or list(range(len(results)))
@@ -76,11 +79,22 @@ def compile_module(module: ir.Module, target: Target, entry: str, filename: str,
         raise KilnError(f"result shapes of @{entry} stay dynamic after shape refinement: "
                         + ", ".join(map(str, results)),
                         location=filename, hint="results must have static shapes")
-    run_stages(module, stages[split:], filename, timings=timings, dump=dump)
+    run_stages(module, stages[split:], filename, **hooks)
     invoke = target.load(module, entry)
     return Compiled(invoke, results, sources,
                     len(sources) if user_results is None else user_results, checks, timings,
                     module.context, dimension_values)
+
+
+def dump_writer(options: dict, module: ir.Module, filename: str) -> DumpWriter | None:
+    """The writer for the `dump_dir=` / `dump_pass_regex=` options, if dumps are asked for."""
+    if options.get("dump_pass_regex") and not options.get("dump_dir"):
+        raise KilnError("dump_pass_regex= needs dump_dir=: the directory to write the IR to",
+                        location=filename, hint="kiln run --dump-dir DIR --dump-pass-regex REGEX")
+    if not options.get("dump_dir"):
+        return None
+    return DumpWriter(options["dump_dir"], program_name(module, filename),
+                      options.get("dump_pass_regex"))
 
 
 def to_bytecode(module: ir.Module) -> bytes:

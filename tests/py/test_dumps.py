@@ -1,0 +1,120 @@
+"""XLA-style dumps (module_NNNN.<name>.*.mlir, the pass regex) and the timing report."""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.errors import KilnError
+
+BIN = Path(sys.executable).parent
+MLP = Path(__file__).parents[2] / "examples" / "mlp.mlir"
+# `optimize` drops the unused private function: the dumps before and after it differ there.
+NAMED = """module @adder {
+  func.func private @unused(%x: tensor<3xi32>) -> tensor<3xi32> {
+    %0 = stablehlo.add %x, %x : tensor<3xi32>
+    return %0 : tensor<3xi32>
+  }
+  func.func @main(%x: tensor<3xi32>) -> tensor<3xi32> {
+    %1 = stablehlo.multiply %x, %x : tensor<3xi32>
+    return %1 : tensor<3xi32>
+  }
+}
+"""
+
+
+def cli(*args, tool="kiln"):
+    return subprocess.run([str(BIN / tool), *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONFAULTHANDLER": ""})
+
+
+def dumped(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_file_names_follow_xla(tmp_path):
+    proc = cli("run", MLP, "--dump-dir", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    names = dumped(tmp_path)
+    assert "module_0000.mlp.before_optimizations.mlir" in names
+    assert "module_0000.mlp.after_optimizations.mlir" in names
+    stages = [n.split(".")[2:4] for n in names if n.split(".")[2].isdigit()]
+    assert stages == [["01", "verify"], ["02", "optimize"], ["03", "legalize"], ["04", "fuse"],
+                      ["05", "bufferize"], ["06", "codegen"], ["07", "lower"]]
+
+
+def test_before_and_after_optimizations_content(tmp_path):
+    exe = kiln.compile(NAMED, dump_dir=tmp_path)
+    np.testing.assert_allclose(exe(np.array([1, 2, 3], np.int32))[0], [1, 4, 9])
+    (before,) = tmp_path.glob("module_*.adder.before_optimizations.mlir")  # the sym_name
+    (after,) = tmp_path.glob("module_*.adder.after_optimizations.mlir")
+    (optimized,) = tmp_path.glob("module_*.adder.02.optimize.mlir")
+    assert re.fullmatch(r"module_\d{4}", before.name.split(".")[0])
+    assert "@unused" in before.read_text() and "@unused" not in after.read_text()
+    assert "stablehlo.multiply" in after.read_text() and "linalg" not in after.read_text()
+    assert after.read_text() == optimized.read_text()
+
+
+def test_module_ids_count_compiles(tmp_path):
+    kiln.compile(NAMED, dump_dir=tmp_path)
+    kiln.compile(NAMED, dump_dir=tmp_path)
+    ids = {p.name.split(".")[0] for p in tmp_path.glob("*.before_optimizations.mlir")}
+    assert len(ids) == 2
+
+
+def test_pass_regex_selects_passes(tmp_path):
+    kiln.compile(NAMED, dump_dir=tmp_path, dump_pass_regex=r"^(cse|kiln-lower-sort)$")
+    passes = sorted(".".join(p.name.split(".")[2:-1]) for p in tmp_path.iterdir()
+                    if len(p.name.split(".")) == 6)
+    # cse runs in optimize and fuse; kiln-lower-sort in legalize; nothing else matches.
+    assert passes == ["02.optimize.cse", "03.legalize.kiln-lower-sort", "04.fuse.cse"]
+    (after_cse,) = tmp_path.glob("*.02.optimize.cse.mlir")
+    assert "stablehlo.multiply" in after_cse.read_text()
+
+
+def test_pass_regex_needs_a_directory_and_a_valid_pattern(tmp_path):
+    with pytest.raises(KilnError, match="needs dump_dir"):
+        kiln.compile(NAMED, dump_pass_regex="cse")
+    with pytest.raises(KilnError, match="invalid regular expression"):
+        kiln.compile(NAMED, dump_dir=tmp_path, dump_pass_regex="(")
+
+
+def test_executable_timings_hold_passes():
+    exe = kiln.compile(NAMED, timing=True)
+    stages = {t.name: t for t in exe.timings}
+    assert list(stages) == ["verify", "optimize", "legalize", "fuse", "bufferize", "codegen",
+                            "lower"]
+    optimize = [p.name for p in stages["optimize"].passes]
+    assert "cse" in optimize and any(n.startswith("kiln-outline-checks") for n in optimize)
+    for stage in stages.values():
+        assert sum(p.seconds for p in stage.passes) <= stage.seconds * 1.01 + 1e-4
+    assert not kiln.compile(NAMED).timings[0].passes  # per pass only when asked for
+
+
+def test_run_timing_report(tmp_path):
+    proc = cli("run", MLP, "--timing")
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stderr.splitlines() if "%)" in line]
+    stage_rows = [r.split("%)")[1] for r in rows if re.search(r"%\)  \S", r)]
+    assert [r.strip() for r in stage_rows] == ["verify", "optimize", "legalize", "fuse",
+                                               "bufferize", "codegen", "lower", "Total"]
+    nested = [r.split("%)")[1].strip() for r in rows if "%)    " in r]
+    assert "kiln-validate" in nested and "canonicalize" in nested  # a Kiln and an upstream pass
+    assert "Total wall time" in proc.stderr and "Total wall time" not in proc.stdout
+
+
+def test_opt_stage_dumps_and_timing(tmp_path):
+    proc = cli("--stage", "optimize", "--timing", "--dump-dir", tmp_path, "--dump-pass-regex",
+               "^cse$", MLP, tool="kiln-opt")
+    assert proc.returncode == 0, proc.stderr
+    assert "func.func" in proc.stdout and "linalg" not in proc.stdout
+    assert "    cse" in proc.stderr and "legalize" not in proc.stderr
+    assert dumped(tmp_path) == ["module_0000.mlp.01.verify.mlir",
+                                "module_0000.mlp.02.optimize.cse.mlir",
+                                "module_0000.mlp.02.optimize.mlir",
+                                "module_0000.mlp.after_optimizations.mlir",
+                                "module_0000.mlp.before_optimizations.mlir"]

@@ -17,7 +17,7 @@ from torch_mlir import ir
 
 from ..context import make_context
 from ..errors import KilnError
-from ..lowering.ir_util import find_entry
+from ..lowering.ir_util import find_entry, walk
 
 ALIGNMENT = 64
 # Ops whose memref result is a view of their first memref operand: same buffer.
@@ -319,7 +319,7 @@ class _Analysis:
 
     def _kernel(self, kind: str, op: ir.Operation, where: int) -> Thunk:
         reads, writes = [], []
-        for inner in [op, *_walk(op)]:
+        for inner in [op, *walk(op)]:
             if inner.name == "memref.store":
                 writes.append(inner.operands[1])
             elif inner.name == "memref.copy":
@@ -409,18 +409,10 @@ def _is_pointer_array(op: ir.Operation) -> bool:
     return True
 
 
-def _walk(op: ir.Operation):
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                inner = inner.operation
-                yield inner
-                yield from _walk(inner)
-
 
 def _all_operands(op: ir.Operation):
     yield from op.operands
-    for inner in _walk(op):
+    for inner in walk(op):
         yield from inner.operands
 
 

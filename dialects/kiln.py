@@ -44,6 +44,8 @@ SCALARIZE = "kiln.scalarize"            # a loop body to scalarize (legalize/loo
 OUTLINED_CONTRACTION = "kiln.outlined_contraction"  # a BLAS-bound contraction (codegen/blas.py)
 CUSTOM_CALL_SITE = "kiln.custom_call_site"          # custom_calls.py's buffer bookkeeping
 CUSTOM_CALL_TARGET = "kiln.custom_call_target"
+CALL_SITES = "kiln.call_sites"                      # module: custom-call site specs (JSON), by index
+CALL_SITE_SYMBOL = "__kiln_call_site_"              # + index: the global holding a site's address
 
 # -- custom-call targets Kiln itself emits -----------------------------------------------------
 STOCHASTIC_CONVERT = "kiln.stochastic_convert"

@@ -223,7 +223,7 @@ def _ensure_registered() -> None:
 
 def _register_kiln_passes() -> None:
     """Every Kiln pass, in the order the CPU pipeline runs them."""
-    from . import checks, entry, guards, tuples, verify
+    from . import checks, entry, guards, in_place, layouts, tuples, verify
     from .codegen import blas, fastmath, interrupts, parallel
     from .legalize import (control_flow, custom_calls, fft, floats, linalg_ops, rng, scalarize, scans,
                            scatter, semantics, slicing, sort, windows)
@@ -234,6 +234,13 @@ def _register_kiln_passes() -> None:
     # verify
     register("kiln-validate", "MLIR's verifier plus Kiln's input checks: only XLA dialects, "
              "no patterns known to crash MLIR", verify.validate_module)
+    # layout (XLA's layout assignment and layout normalization)
+    register("kiln-layout-assignment", "decide each entry parameter's and result's layout "
+             "(kiln.layout or mhlo.layout_mode, else the default) and check it",
+             layouts.assign_layouts, **on_entry)
+    register("kiln-layout-normalization", "entry parameters/results with a non-default "
+             "layout become their physical arrays; the body works row-major",
+             layouts.normalize_layouts, **on_entry)
     # optimize
     register("kiln-flatten-entry-tuples", "tuple arguments and results of the entry become "
              "flat lists of tensors", tuples.flatten_entry_tuples, **on_entry)
@@ -282,17 +289,21 @@ def _register_kiln_passes() -> None:
              "remains", verify.check_legalized)
     # fuse
     register("kiln-protect-contractions", "move large f32/f64 contractions out of reach of "
-             "elementwise fusion", blas.protect_contractions)
+             "elementwise fusion (bf16/f16/integer ones widened to f32/f64 first, exactly)",
+             blas.protect_contractions)
     register("kiln-restore-contractions", "inline the contractions kiln-protect-contractions "
              "moved back into place", blas.restore_contractions)
+    register("kiln-update-carried-in-place", "elementwise ops a loop yields write into the "
+             "carried tensor (one buffer a loop, no copy an iteration)",
+             in_place.update_carried_in_place)
     # bufferize
     register("kiln-emit-c-interface", "give the entry a C interface and read-only arguments",
              entry.emit_c_interface, **on_entry)
     register("kiln-copy-repeated-results", "return a copy where the entry returns one value "
              "twice", entry.copy_repeated_results, **on_entry)
     # codegen
-    register("kiln-blas-calls", "large f32/f64 matrix products and convolutions -> BLAS gemm "
-             "calls", blas.blas_calls)
+    register("kiln-blas-calls", "large f32/f64 matrix products (complex too) and convolutions "
+             "-> BLAS gemm/gemv calls", blas.blas_calls)
     register("kiln-parallelize", "large all-parallel linalg.generics -> kiln_parallel_for on "
              "all cores", parallel.parallelize)
     register("kiln-approximate-math", "f32 math.exp/math.tanh -> vectorizable polynomial "

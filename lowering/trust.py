@@ -130,3 +130,11 @@ def check_lowered(module: ir.Module, library_symbols: frozenset[str] = frozenset
                                 f"Kiln does not provide", location=str(op.location),
                                 hint="internal error: a lowering declared an unknown symbol; "
                                      "please report it with the program")
+
+
+def external_functions(module: ir.Module) -> list[str]:
+    """The functions the LLVM-dialect module declares without defining: what its object code
+    needs from the process that loads it."""
+    return sorted(ir.StringAttr(op.operation.attributes["sym_name"]).value
+                  for op in module.body.operations
+                  if op.operation.name == "llvm.func" and not op.operation.regions[0].blocks)

@@ -133,13 +133,36 @@ static pthread_mutex_t signal_lock = PTHREAD_MUTEX_INITIALIZER;
 static int running_programs = 0;
 static struct sigaction previous_sigint;
 
+static volatile sig_atomic_t chaining = 0;
+
 static void on_sigint(int signo, siginfo_t* info, void* context) {
   interrupt_requested = 1;
+  /* A previous handler that raises the signal again (LLVM's does, after restoring what it
+   * replaced) must not bring it back here forever. */
+  if (chaining) return;
+  chaining = 1;
   if (previous_sigint.sa_flags & SA_SIGINFO) {
     if (previous_sigint.sa_sigaction) previous_sigint.sa_sigaction(signo, info, context);
   } else if (previous_sigint.sa_handler != SIG_DFL && previous_sigint.sa_handler != SIG_IGN) {
     previous_sigint.sa_handler(signo);
   }
+  chaining = 0;
+}
+
+/* LLVM installs handlers of its own for SIGINT, SIGTERM, SIGSEGV and more the first time it
+ * writes a file (its remove-on-signal list), as the ExecutionEngine does when it hands out
+ * object code. A compile in the caller's process saves the dispositions before and puts them
+ * back after, so the process keeps the handlers it had (Python's, faulthandler's). */
+#define KILN_SAVED_SIGNALS 32
+static struct sigaction saved_signals[KILN_SAVED_SIGNALS];
+
+void KilnSaveSignalHandlers(void) {
+  for (int s = 1; s < KILN_SAVED_SIGNALS; ++s) sigaction(s, NULL, &saved_signals[s]);
+}
+
+void KilnRestoreSignalHandlers(void) {
+  for (int s = 1; s < KILN_SAVED_SIGNALS; ++s)
+    if (s != SIGKILL && s != SIGSTOP) sigaction(s, &saved_signals[s], NULL);
 }
 
 static void program_starts(void) {

@@ -6,38 +6,43 @@ at ~2 GFLOP/s; the OpenBLAS bundled in the numpy wheel (`scipy_cblas_sgemm64_`, 
 numpy's own `@` calls) runs 1024^3 f32 at numpy's speed. Without numpy's (or scipy's) bundled
 OpenBLAS, products stay loop nests.
 
-- `protect_contractions` (tensor level, before elementwise fusion): each large pure f32/f64
-  contraction (a `linalg.generic` whose body is exactly `out + a * b`) moves, as a
-  `linalg.contract`, into a private function of its own, so that fusion (which also
+- `protect_contractions` (tensor level, before elementwise fusion): bf16/f16/integer products
+  first become f32/f64 ones between exact conversions (products.py). Then each large pure
+  f32/f64/complex contraction (a `linalg.generic` whose body is exactly `out + a * b`) moves,
+  as a `linalg.contract`, into a private function of its own, so that fusion (which also
   propagates reshapes through linalg ops and then fuses producers into them) cannot merge
   elementwise work into it; a transposing copy that is its only user is first folded into its
   output map (also for named matmul/batch_matmul), as XLA folds it into the dot's layout.
   `restore_contractions` inlines them back after fusion.
-- `blas_calls` (memref level, after bufferization): every f32/f64 contraction with one M, one
-  N and one K dimension group (after merging dims that are contiguous in every operand), any
-  batch dims, static shapes and strides, where each matrix has a unit stride on one side,
-  becomes loops over the batch dims around one `cblas_?gemm` call (a column-major result is
-  computed as C^T = B^T A^T). A `linalg.fill` of 0.0 right before it on the same output
-  becomes beta = 0. `linalg.conv_2d_nhwc_hwcf` becomes loops over (n, oh, kh, kw) around a
-  W_out x F x C gemm on shifted input windows (no im2col copy). Anything else stays for the
-  loop lowering, unchanged.
+- `blas_calls` (memref level, after bufferization): every f32/f64/complex contraction with one
+  M, one N and one K dimension group (after merging dims that are contiguous in every
+  operand), any batch dims, static shapes and strides, where each matrix has a unit stride on
+  one side, becomes loops over the batch dims around one `cblas_?gemm` call (a column-major
+  result is computed as C^T = B^T A^T), or `cblas_?gemv` where M or N is 1 (matrix-vector
+  products, batch-1 layers). Complex alpha and beta go by address. A `linalg.fill` of 0.0
+  right before it on the same output becomes beta = 0. `linalg.conv_2d_nhwc_hwcf` (f32/f64)
+  becomes loops over (n, oh, kh, kw) around a W_out x F x C gemm on shifted input windows (no
+  im2col copy). Anything else stays for the loop lowering, unchanged.
 """
 from __future__ import annotations
 
-import ctypes
-import functools
-from dataclasses import dataclass
-from pathlib import Path
-
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, linalg, scf, tensor
+from torch_mlir.dialects import arith, func, linalg, memref, scf, tensor
 
-from . import builders
+from . import builders, products
 from ...dialects import kiln as names
+# Which BLAS, and the names generated code calls it by: runtime/libraries.py (loading compiled
+# code needs them too, without the compiler).
+from ...runtime.libraries import (_GEMM, _SET_THREADS, Blas, blas, blas_library,  # noqa: F401
+                                  has_routine, jit_symbols, thread_control)
 
 # Below this many multiply-adds a loop nest is as fast as a library call and keeps small
-# programs (most of the conformance suite) on the plain path.
-MIN_MACS = 32 * 32 * 32
+# programs (most of the conformance suite) on the plain path. Measured on the 2-core VM, per
+# call: at 2^14 the call is 4-11 us ahead for every shape tried (128^2 matrix-vector 27 vs
+# 21 us, 1x128x128 33 vs 21, 4x64x64 26 vs 21, 2x512x16 30 vs 23); at 2^13, 0-3 us; 16^3 even.
+MIN_MACS = 1 << 14
+# (convolutions, whose calls are per output row, keep the threshold they were measured with)
+MIN_CONV_MACS = 1 << 15
 
 # OpenBLAS splits every gemm above a small size across all cores. Measured on the 2-core VM:
 # with the machine otherwise idle, threading pays off down to ~2^20 multiply-adds per call
@@ -47,92 +52,23 @@ MIN_MACS = 32 * 32 * 32
 # calling thread only.
 PARALLEL_MACS = 1 << 20
 
-_GEMM = {"f32": "s", "f64": "d"}   # element type -> BLAS precision letter
+# element size in bytes; real kinds
+_BYTES = {"f32": 4, "f64": 8, "complex<f32>": 8, "complex<f64>": 16}
+_REAL = ("f32", "f64")
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-
-
-# Names the generated code calls; `jit_symbols()` binds them to the library's functions in
-# the JIT only (the library is not loaded RTLD_GLOBAL: its thousands of unprefixed internal
-# symbols would then interpose on another OpenBLAS loaded later, e.g. scipy's).
-_SET_THREADS = "kiln_blas_set_threads"
-
-
-@dataclass(frozen=True)
-class Blas:
-    path: str
-    prefix: str      # library symbols: {prefix}cblas_sgemm{suffix}
-    suffix: str
-    int_type: str    # blasint: i64 in the ILP64 build, i32 in the LP64 one
-
-    def library_gemm(self, kind: str) -> str:
-        return f"{self.prefix}cblas_{_GEMM[kind]}gemm{self.suffix}"
-
-    @staticmethod
-    def gemm(kind: str) -> str:
-        return f"kiln_blas_{_GEMM[kind]}gemm"
-
-
-def _bundled(package: str, pattern: str) -> list[Path]:
-    try:
-        module = __import__(package)
-    except ImportError:
-        return []
-    return sorted((Path(module.__file__).parent.parent / f"{package}.libs").glob(pattern))
-
-
-@functools.lru_cache(maxsize=None)
-def blas() -> Blas | None:
-    """The OpenBLAS that matrix products call. First numpy's own (a hard dependency; ILP64,
-    shared with numpy's thread pool, so Kiln and numpy in one process do not run two pools
-    of spinning BLAS threads), then scipy's (LP64). None if neither wheel bundles one
-    (products then stay loop nests)."""
-    candidates = [Blas(str(p), "scipy_", "64_", "i64")
-                  for p in _bundled("numpy", "libscipy_openblas64_*.so")]
-    candidates += [Blas(str(p), "scipy_", "", "i32")
-                   for p in _bundled("scipy", "libscipy_openblas-*.so") if "64_" not in p.name]
-    for found in candidates:
-        try:
-            lib = ctypes.CDLL(found.path)
-            getattr(lib, found.library_gemm("f32")), getattr(lib, found.library_gemm("f64"))
-            return found
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def blas_library() -> str | None:
-    found = blas()
-    return found.path if found else None
-
-
-@functools.lru_cache(maxsize=None)
-def jit_symbols() -> dict[str, ctypes.c_void_p]:
-    """{name the generated code calls: address} for the JIT to bind (empty without BLAS)."""
-    found = blas()
-    if found is None:
-        return {}
-    lib = ctypes.CDLL(found.path)
-    address = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p)  # noqa: E731
-    symbols = {Blas.gemm(k): address(found.library_gemm(k)) for k in _GEMM}
-    try:
-        symbols[_SET_THREADS] = address("openblas_set_num_threads_local")
-    except AttributeError:
-        pass
-    return symbols
-
-
-def thread_control() -> bool:
-    """Whether calls can be kept on the calling thread (`openblas_set_num_threads_local`)."""
-    return _SET_THREADS in jit_symbols()
 
 
 # ---------------------------------------------------------------------------------------------
 # tensor level
 
+_MUL_ADD = (["arith.mulf", "arith.addf", "linalg.yield"],
+            ["complex.mul", "complex.add", "linalg.yield"])
+
+
 def _is_mul_add_body(op: ir.Operation) -> bool:
     block = op.regions[0].blocks[0]
     ops = list(block.operations)
-    if len(ops) != 3 or [o.name for o in ops] != ["arith.mulf", "arith.addf", "linalg.yield"]:
+    if [o.name for o in ops] not in _MUL_ADD:
         return False
     mul, add, yld = ops
     a, b, c = block.arguments
@@ -158,7 +94,10 @@ def protect_contractions(module: ir.Module) -> None:
     """Move each pure f32/f64 contraction into a private function of its own, as a
     `linalg.contract`, so that elementwise fusion (which also propagates reshapes through
     linalg ops and then fuses into the result) cannot touch it; `restore_contractions` puts it
-    back after fusion."""
+    back after fusion. bf16/f16/integer products are first rewritten into f32/f64 ones between
+    conversions (products.py), so that they are protected, and called, like any other."""
+    if blas_library() is not None:   # (without a library, loops gain nothing from widening)
+        products.widen_products(module, MIN_MACS)
     todo = []
 
     def visit(op):
@@ -296,14 +235,24 @@ def _fold_transpose(op: ir.Operation) -> ir.Operation:
     return new
 
 
-def _zero_fill_value(fill: ir.Operation) -> bool:
-    cst = _defining(fill.operands[0], "arith.constant")
-    if cst is None:
+def _zero_constant(value: ir.Value, any_sign: bool = True) -> bool:
+    """Whether `value` is a float or complex constant zero (+0.0 only, unless `any_sign`)."""
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    if not isinstance(owner, ir.Operation) or \
+            owner.name not in ("arith.constant", "complex.constant"):
         return False
+    attr = owner.attributes["value"]
+    parts = list(ir.ArrayAttr(attr)) if owner.name == "complex.constant" else [attr]
     try:
-        return ir.FloatAttr(cst.attributes["value"]).value == 0.0
+        return all(ir.FloatAttr(p).value == 0.0
+                   and (any_sign or not str(p).lstrip().startswith("-")) for p in parts)
     except ValueError:
         return False
+
+
+def _zero_fill_value(fill: ir.Operation) -> bool:
+    return _zero_constant(fill.operands[0])
 
 
 def restore_contractions(module: ir.Module) -> None:
@@ -353,18 +302,26 @@ def _big_enough(op: ir.Operation) -> bool:
 # ---------------------------------------------------------------------------------------------
 # memref level
 
+# Named products the call takes besides generics and linalg.contract (their maps are the
+# named op's own).
+_NAMED = ("linalg.matmul", "linalg.batch_matmul", "linalg.matvec", "linalg.vecmat",
+          "linalg.batch_matvec", "linalg.batch_vecmat")
+
+
 def _maps(op: ir.Operation) -> list[list[int]] | None:
+    """Each operand's dims, as positions in the op's iteration space (None unless each map
+    is a projection)."""
     if "indexing_maps" in op.attributes:
-        maps = [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
-        try:
-            return [[ir.AffineDimExpr(e).position for e in m.results] for m in maps]
-        except ValueError:
-            return None
-    if op.name == "linalg.matmul":
-        return [[0, 2], [2, 1], [0, 1]]
-    if op.name == "linalg.batch_matmul":
-        return [[0, 1, 3], [0, 3, 2], [0, 1, 2]]
-    return None
+        maps = list(op.attributes["indexing_maps"])
+    elif op.name in _NAMED:
+        maps = list(linalg.get_indexing_maps(op))
+    else:
+        return None
+    try:
+        return [[ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(m).value.results]
+                for m in maps]
+    except ValueError:
+        return None
 
 
 class _Operand:
@@ -421,12 +378,12 @@ def _gemm_kind(op: ir.Operation) -> str | None:
     except ValueError:
         return None
     kind = kinds.pop() if len(kinds) == 1 else None
-    return kind if kind in _GEMM else None
+    return kind if kind is not None and has_routine(kind) else None
 
 
 def _plan(op: ir.Operation):
     """Everything the call needs, or None if this contraction stays a loop nest."""
-    if op.name not in ("linalg.matmul", "linalg.batch_matmul", "linalg.contract", "linalg.generic"):
+    if op.name not in (*_NAMED, "linalg.contract", "linalg.generic"):
         return None
     if len(op.operands) != 3 or len(op.results) != 0:
         return None
@@ -435,7 +392,7 @@ def _plan(op: ir.Operation):
         return None
     if op.name == "linalg.generic" and not _is_mul_add_body(op):
         return None
-    if op.name in ("linalg.matmul", "linalg.batch_matmul") and "cast" in op.attributes:
+    if op.name in _NAMED and "cast" in op.attributes:
         return None
     if not linalg.isa_contraction_op(op):
         return None
@@ -491,7 +448,7 @@ def _conv_plan(op: ir.Operation):
     if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return None
     kind = _gemm_kind(op)
-    if kind is None:
+    if kind not in _REAL:
         return None
     x, f, o = (_Operand(v, list(range(4))) for v in op.operands)
     if not all(v.static for v in (x, f, o)):
@@ -503,7 +460,7 @@ def _conv_plan(op: ir.Operation):
     n, oh, ow, fo = o.type.shape
     kh, kw, c, _ = f.type.shape
     si, sf, so = ([v.stride[d] for d in range(4)] for v in (x, f, o))
-    if si[3] != 1 or sf[3] != 1 or so[3] != 1 or n * oh * ow * fo * kh * kw * c < MIN_MACS \
+    if si[3] != 1 or sf[3] != 1 or so[3] != 1 or n * oh * ow * fo * kh * kw * c < MIN_CONV_MACS \
             or ow * fo * c < 4096:
         return None
     lda, ldb, ldc = sw * si[2], sf[2], so[2]
@@ -519,15 +476,62 @@ def _conv_plan(op: ir.Operation):
             "C": o, "batch": [(e, st) for e, st in loops if e > 1], "accumulates": True}
 
 
+def _routine(plan) -> str:
+    """"gemv" where one side of the product is a vector (OpenBLAS's gemm with n = 1 runs at
+    half gemv's speed or less: a 4096^2 matrix-vector product 5.9 ms against 2.4 ms), else
+    "gemm"."""
+    if (plan["M"] == 1 or plan["N"] == 1) and not plan.get("accumulates") \
+            and has_routine(plan["kind"], "gemv"):
+        return "gemv"
+    return "gemm"
+
+
+def _call_arguments(plan, routine: str, pointers, alpha, beta, enum, n) -> list[ir.Value]:
+    """The arguments of `cblas_?gemm` / `cblas_?gemv` for the plan's row-major
+    C (M x N) = op(A) (M x K) op(B) (K x N)."""
+    (_, ta, lda), (_, tb, ldb) = plan["A"], plan["B"]
+    pa, pb, pc = pointers
+    M, N, K = plan["M"], plan["N"], plan["K"]
+    if routine == "gemm":
+        return [enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS),
+                enum(_TRANS if tb else _NO_TRANS), n(M), n(N), n(K), alpha, pa, n(lda), pb,
+                n(ldb), beta, pc, n(plan["ldc"])]
+    if N == 1:
+        # y (stride ldc) = op(A) x, x the column of B (stride ldb); gemv takes the stored
+        # matrix's own rows and columns
+        rows, cols = (K, M) if ta else (M, K)
+        return [enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS), n(rows), n(cols), alpha,
+                pa, n(lda), pb, n(ldb), beta, pc, n(plan["ldc"])]
+    # M == 1: y = x op(B), i.e. op(B)^T x, x the row of A (unit stride unless A is stored
+    # transposed), y a row of C (unit stride)
+    rows, cols = (N, K) if tb else (K, N)
+    return [enum(_ROW_MAJOR), enum(_NO_TRANS if tb else _TRANS), n(rows), n(cols), alpha, pb,
+            n(ldb), pa, n(lda if ta else 1), beta, pc, n(1)]
+
+
+def _scalars(et: str, beta: float, const) -> tuple[ir.Value, ir.Value]:
+    """alpha = 1 and beta as the routine takes them: by value for real types, by address for
+    complex ones (at the insertion point, before any loop)."""
+    if et in _REAL:
+        return const(1.0, _element(et)), const(beta, _element(et))
+    part = _element("f32" if et == "complex<f32>" else "f64")
+    values = memref.AllocaOp(ir.MemRefType.get([4], part), [], []).result
+    for i, v in enumerate((1.0, 0.0, beta, 0.0)):   # alpha (re, im), beta (re, im)
+        memref.StoreOp(const(v, part), values, [const(i)])
+    base = builders.element_address(values, _BYTES[et] // 2, const)
+    return (builders.as_pointer(base),
+            builders.as_pointer(arith.addi(base, const(_BYTES[et]))))
+
+
 def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name: str,
                          beta: float, one_thread: bool = False) -> None:
-    """A private function `name` doing the contraction with `cblas_?gemm` calls (on the calling
-    thread only if `one_thread`), taking the op's operands in the op's order (BLAS's A and B
-    may be swapped). Built at the module's end, with the current location."""
+    """A private function `name` doing the contraction with `cblas_?gemm` (or `?gemv`) calls
+    (on the calling thread only if `one_thread`), taking the op's operands in the op's order
+    (BLAS's A and B may be swapped). Built at the module's end, with the current location."""
     lib = blas()
     et = plan["kind"]
-    size = 4 if et == "f32" else 8
-    (a, ta, lda), (b, tb, ldb), c = plan["A"], plan["B"], plan["C"]
+    size = _BYTES[et]
+    (a, _, _), (b, _, _), c = plan["A"], plan["B"], plan["C"]
     order = plan["operands"]
     fn = builders.define_private(module, symbols, name, [o.type for o in order])
     entry = fn.entry_block
@@ -537,6 +541,7 @@ def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name:
         ret = func.ReturnOp([])
     with ir.InsertionPoint(ret):
         base = {id(o): builders.element_address(arg[id(o)], size, const) for o in (a, b, c)}
+        alpha, beta_value = _scalars(et, beta, const)
         if one_thread:
             threads = func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS),
                                   [const(1, builders.i32())]).result
@@ -554,13 +559,11 @@ def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name:
                 base[id(o)] = arith.addi(base[id(o)], step)
     enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
     n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
-    flt = lambda v: const(v, _element(et))  # noqa: E731
+    routine = _routine(plan)
     with inner:
-        pa, pb, pc = (builders.as_pointer(base[id(o)]) for o in (a, b, c))
-        func.CallOp([], ir.FlatSymbolRefAttr.get(lib.gemm(et)), [
-            enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS), enum(_TRANS if tb else _NO_TRANS),
-            n(plan["M"]), n(plan["N"]), n(plan["K"]), flt(1.0), pa, n(lda), pb, n(ldb),
-            flt(beta), pc, n(plan["ldc"])])
+        pointers = [builders.as_pointer(base[id(o)]) for o in (a, b, c)]
+        func.CallOp([], ir.FlatSymbolRefAttr.get(lib.gemm(et, routine)),
+                    _call_arguments(plan, routine, pointers, alpha, beta_value, enum, n))
     if one_thread:
         with ir.InsertionPoint(ret):
             func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS), [threads])
@@ -574,10 +577,14 @@ def _blasint(lib: Blas) -> ir.Type:
     return builders.i32() if lib.int_type == "i32" else builders.i64()
 
 
-def _gemm_signature(et: str, lib: Blas) -> list[ir.Type]:
-    """cblas_?gemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)."""
-    e, n = _element(et), _blasint(lib)
-    i32, ptr = builders.i32(), builders.pointer()
+def _gemm_signature(et: str, lib: Blas, routine: str = "gemm") -> list[ir.Type]:
+    """cblas_?gemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) or
+    cblas_?gemv(order, trans, M, N, alpha, A, lda, x, incx, beta, y, incy); complex alpha and
+    beta are passed by address."""
+    n, i32, ptr = _blasint(lib), builders.i32(), builders.pointer()
+    e = _element(et) if et in _REAL else ptr
+    if routine == "gemv":
+        return [i32, i32, n, n, e, ptr, n, ptr, n, e, ptr, n]
     return [i32, i32, i32, n, n, n, e, ptr, n, ptr, n, e, ptr, n]
 
 
@@ -590,18 +597,7 @@ def _zero_fill_before(op: ir.Operation, out: ir.Value):
     prev = block_ops[i - 1].operation
     if prev.name != "linalg.fill" or prev.operands[1] != out:
         return None
-    cst = prev.operands[0].owner
-    if not isinstance(cst, ir.Operation) and hasattr(cst, "operation"):
-        cst = cst.operation
-    if getattr(cst, "name", None) != "arith.constant":
-        return None
-    value = cst.attributes["value"]
-    try:
-        if ir.FloatAttr(value).value == 0.0 and str(value).lstrip().startswith("0"):
-            return prev
-    except ValueError:
-        return None
-    return None
+    return prev if _zero_constant(prev.operands[0], any_sign=False) else None
 
 
 def blas_calls(module: ir.Module) -> None:
@@ -611,8 +607,7 @@ def blas_calls(module: ir.Module) -> None:
 
     def visit(op):
         op = op.operation
-        if op.name in ("linalg.matmul", "linalg.batch_matmul", "linalg.contract", "linalg.generic",
-                       "linalg.conv_2d_nhwc_hwcf"):
+        if op.name in (*_NAMED, "linalg.contract", "linalg.generic", "linalg.conv_2d_nhwc_hwcf"):
             plan = _conv_plan(op) if op.name.startswith("linalg.conv") else _plan(op)
             if plan is not None:
                 todo.append((op, plan))
@@ -631,8 +626,9 @@ def blas_calls(module: ir.Module) -> None:
         with op.location:
             _build_gemm_function(module, symbols, plan, name, 0.0 if fill is not None else 1.0,
                                  one_thread)
-            builders.declare_external(module, symbols, lib.gemm(et),
-                                      _gemm_signature(et, lib))
+            routine = _routine(plan)
+            builders.declare_external(module, symbols, lib.gemm(et, routine),
+                                      _gemm_signature(et, lib, routine))
             if one_thread:
                 builders.declare_external(module, symbols, _SET_THREADS, [builders.i32()],
                                           [builders.i32()])

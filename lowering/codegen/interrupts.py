@@ -8,33 +8,103 @@ SIGINT, freeing its temporaries; the call then raises KeyboardInterrupt.
 Polls go where they cost nothing measurable and bound the wait: at the top of every
 `scf.while` body (the only loops whose trip count the program decides), and of every
 `scf.for` that has another loop inside it. Innermost `scf.for` loops get none, so that LLVM
-still vectorizes them; one pass over an innermost loop is short.
+still vectorizes them; one pass over an innermost loop is short. Loops of one iteration
+(linalg's loops over unit dimensions) count as none: the loops around them poll.
+
+A while loop whose body is a few scalar instructions (a `fori_loop` of tiny steps) would
+spend a good part of each iteration in the call, so it polls every POLL_EVERY iterations
+instead, counting them in a stack slot that LLVM keeps in a register. A tiny body has no
+loop, call or copy inside it, so POLL_EVERY of them still take microseconds.
 """
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import func
+from torch_mlir.dialects import arith, func, memref, scf
 
 from ..ir_util import walk
 
 CHECK_SYMBOL = "kiln_check_interrupt"
+POLL_EVERY = 1024  # a power of two: the test is a mask
+
+_LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
+# What makes an iteration long (or unbounded): loops, calls, copies of whole buffers.
+_NOT_TINY = _LOOPS + ("func.call", "func.call_indirect", "llvm.call", "memref.copy",
+                      "memref.alloc", "memref.alloca")
+_EQ = 0  # arith.cmpi predicate
 
 
 def insert_interrupt_checks(module: ir.Module) -> None:
-    bodies = []
+    every_iteration, amortized = [], []
     for op in walk(module.operation):
         if op.name == "scf.while":
-            bodies.append(op.regions[1].blocks[0])
-        elif op.name == "scf.for" and any(inner.name in ("scf.for", "scf.while")
-                                          for inner in walk(op)):
-            bodies.append(op.regions[0].blocks[0])
-    if not bodies:
+            body = op.regions[1].blocks[0]
+            if any(inner.name in _NOT_TINY or inner.name.startswith("linalg.")
+                   for inner in walk(op)):
+                every_iteration.append(body)
+            else:
+                amortized.append((op, body))
+        elif op.name == "scf.for" and not _runs_once(op) and \
+                any(inner.name in _LOOPS and not _runs_once(inner) for inner in walk(op)):
+            every_iteration.append(op.regions[0].blocks[0])
+    if not every_iteration and not amortized:
         return
     _declare(module)
-    for block in bodies:
+    for block in every_iteration:
         first = block.operations[0]
         with ir.InsertionPoint(first), first.location:
-            func.CallOp([], ir.FlatSymbolRefAttr.get(CHECK_SYMBOL), [])
+            _call_check()
+    for loop, block in amortized:
+        _poll_every(loop, block)
+
+
+def _runs_once(loop: ir.Operation) -> bool:
+    """An scf.for of one iteration (linalg's loop over a unit dimension): the loops around
+    and inside it poll."""
+    if loop.name != "scf.for":
+        return False
+    bounds = [_constant(v) for v in list(loop.operands)[:3]]
+    return None not in bounds and bounds[0] < bounds[1] <= bounds[0] + bounds[2]
+
+
+def _constant(value: ir.Value) -> int | None:
+    if not isinstance(value, ir.OpResult) or value.owner.operation.name != "arith.constant":
+        return None
+    try:
+        return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
+    except ValueError:
+        return None
+
+
+def _call_check() -> None:
+    func.CallOp([], ir.FlatSymbolRefAttr.get(CHECK_SYMBOL), [])
+
+
+def _poll_every(loop: ir.Operation, body: ir.Block) -> None:
+    """Count the loop's iterations in a stack slot of its function and poll on every
+    POLL_EVERY-th."""
+    i32 = ir.IntegerType.get_signless(32)
+    function = _enclosing_function(loop)
+    entry = function.regions[0].blocks[0]
+    with ir.InsertionPoint(entry.operations[0]), loop.location:
+        counter = memref.AllocaOp(ir.MemRefType.get([], i32), [], []).result
+    with ir.InsertionPoint(loop), loop.location:
+        memref.store(arith.ConstantOp(i32, 0).result, counter, [])
+    first = body.operations[0]
+    with ir.InsertionPoint(first), first.location:
+        count = arith.addi(memref.load(counter, []), arith.ConstantOp(i32, 1).result)
+        memref.store(count, counter, [])
+        lap = arith.andi(count, arith.ConstantOp(i32, POLL_EVERY - 1).result)
+        due = arith.cmpi(_EQ, lap, arith.ConstantOp(i32, 0).result)
+        poll = scf.IfOp(due)
+        with ir.InsertionPoint(poll.then_block):
+            _call_check()
+            scf.YieldOp([])
+
+
+def _enclosing_function(op: ir.Operation) -> ir.Operation:
+    while op.name not in ("func.func", "llvm.func"):
+        op = op.parent
+    return op
 
 
 def _declare(module: ir.Module) -> None:

@@ -11,6 +11,12 @@ upstream lowers them in place like any other op:
 * `stablehlo.if`     -> `scf.if` on the extracted predicate.
 * `stablehlo.case`   -> `scf.index_switch`: branch i for index i in [0, N-1), and the spec's
   "any other index runs the last branch" as the default region.
+* Values of these ops that are 0-d tensors (a loop counter, a scalar state, a scalar branch
+  result) are carried as their element instead: the op takes and yields scalars, and a
+  `tensor.from_elements` at the top of each region (after the op, for its results) stands for
+  the tensor. The op is marked SCALARIZE_ATTR, so the 0-d ops inside become scalar code
+  (scalarize.py) and canonicalize folds each extract/from_elements pair: a loop of scalar
+  steps then runs in registers, with no buffer allocated or copied per iteration.
 * `stablehlo.optimization_barrier` -> its operands (it only constrains XLA's scheduling).
 * `stablehlo.get_dimension_size` -> a constant for static dimensions (shapes are refined
   before this point), `tensor.dim` otherwise.
@@ -28,10 +34,14 @@ only the terminator changes.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from torch_mlir import ir
+from torch_mlir.dialects import tensor
 
 from ...errors import KilnError
 from ..patterns import pattern_pass, replace_op
+from .loops import SCALARIZE_ATTR
 
 _OPS = ("stablehlo.while", "stablehlo.if", "stablehlo.case", "stablehlo.optimization_barrier",
         "stablehlo.get_dimension_size")
@@ -47,12 +57,59 @@ def _extract_scalar(value: ir.Value) -> ir.Value:
     return ir.Operation.create("tensor.extract", results=[element], operands=[value]).result
 
 
-def _replace_terminator(block: ir.Block, name: str, operands_for) -> None:
-    """Swap the block's `stablehlo.return` for `name` with operands `operands_for(old)`."""
+def _replace_terminator(block: ir.Block, name: str, operands_for,
+                        scalars: Sequence[int] = ()) -> None:
+    """Swap the block's `stablehlo.return` for `name` with operands `operands_for(old)`,
+    yielding the element of each operand at a position in `scalars`."""
     old = _terminator(block)
     with ir.InsertionPoint(old), old.location:
-        ir.Operation.create(name, operands=operands_for(old))
+        ir.Operation.create(name, operands=_unwrapped(operands_for(old), scalars))
     old.erase()
+
+
+# ---- 0-d values carried as scalars ----------------------------------------------------------
+
+def _scalar_positions(types: Sequence[ir.Type]) -> list[int]:
+    return [i for i, t in enumerate(types)
+            if isinstance(t, ir.RankedTensorType) and t.rank == 0]
+
+
+def _element_types(types: Sequence[ir.Type], scalars: Sequence[int]) -> list[ir.Type]:
+    return [ir.RankedTensorType(t).element_type if i in scalars else t
+            for i, t in enumerate(types)]
+
+
+def _unwrapped(values: Sequence[ir.Value], scalars: Sequence[int]) -> list[ir.Value]:
+    """`values`, each at a position in `scalars` replaced by its element (at the current
+    insertion point)."""
+    return [tensor.extract(v, []) if i in scalars else v for i, v in enumerate(values)]
+
+
+def _rewrapped(values: Sequence[ir.Value], types: Sequence[ir.Type],
+               scalars: Sequence[int]) -> list[ir.Value]:
+    """The inverse of `_unwrapped`: scalars at `scalars` back into tensors of `types`."""
+    return [tensor.from_elements(types[i], [v]) if i in scalars else v
+            for i, v in enumerate(values)]
+
+
+def _scalarize_arguments(block: ir.Block, scalars: Sequence[int]) -> None:
+    """Make the block's arguments at `scalars` (0-d tensors) their elements; a
+    tensor.from_elements at the block's top stands for each in the block's ops."""
+    if not scalars:
+        return
+    first = block.operations[0]
+    with ir.InsertionPoint(first), first.location:
+        for i in scalars:
+            arg = block.arguments[i]
+            tensor_type = arg.type
+            arg.set_type(ir.RankedTensorType(tensor_type).element_type)
+            packed = tensor.from_elements(tensor_type, [arg])
+            arg.replace_all_uses_except(packed, packed.owner.operation)
+
+
+def _mark(new: ir.Operation) -> None:
+    # The 0-d ops inside become scalar code after upstream's lowering (scalarize.py).
+    new.attributes[SCALARIZE_ATTR] = ir.UnitAttr.get()
 
 
 def _move_region(src: ir.Region, dst: ir.Region) -> ir.Block:
@@ -65,51 +122,65 @@ def _move_region(src: ir.Region, dst: ir.Region) -> ir.Block:
     return block
 
 
-def _finish(op: ir.Operation, new: ir.Operation) -> None:
-    replace_op(op, list(new.results))
+def _finish(op: ir.Operation, new: ir.Operation, scalars: Sequence[int] = ()) -> None:
+    """Hand op's uses over to `new`'s results, rewrapping the scalar ones."""
+    with ir.InsertionPoint(op), op.location:
+        results = _rewrapped(list(new.results), [r.type for r in op.results], scalars)
+    replace_op(op, results)
 
 
 def _lower_while(op: ir.Operation) -> None:
     types = [r.type for r in op.results]
+    scalars = _scalar_positions(types)
     with ir.InsertionPoint(op), op.location:
-        loop = ir.Operation.create("scf.while", results=types, operands=list(op.operands), regions=2)
+        loop = ir.Operation.create("scf.while", results=_element_types(types, scalars),
+                                   operands=_unwrapped(list(op.operands), scalars), regions=2)
+    _mark(loop)
     cond = _move_region(op.regions[0], loop.regions[0])
-    _move_region(op.regions[1], loop.regions[1])
+    body = _move_region(op.regions[1], loop.regions[1])
+    _scalarize_arguments(cond, scalars)
+    _scalarize_arguments(body, scalars)
     ret = _terminator(cond)
     with ir.InsertionPoint(ret), ret.location:
         flag = _extract_scalar(ret.operands[0])
         ir.Operation.create("scf.condition", operands=[flag, *cond.arguments])
     ret.erase()
-    _replace_terminator(loop.regions[1].blocks[0], "scf.yield", lambda r: list(r.operands))
-    _finish(op, loop)
+    _replace_terminator(body, "scf.yield", lambda r: list(r.operands), scalars)
+    _finish(op, loop, scalars)
 
 
 def _lower_if(op: ir.Operation) -> None:
+    types = [r.type for r in op.results]
+    scalars = _scalar_positions(types)
     with ir.InsertionPoint(op), op.location:
         flag = _extract_scalar(op.operands[0])
-        new = ir.Operation.create("scf.if", results=[r.type for r in op.results],
+        new = ir.Operation.create("scf.if", results=_element_types(types, scalars),
                                   operands=[flag], regions=2)
+    _mark(new)
     for i in range(2):
         block = _move_region(op.regions[i], new.regions[i])
-        _replace_terminator(block, "scf.yield", lambda r: list(r.operands))
-    _finish(op, new)
+        _replace_terminator(block, "scf.yield", lambda r: list(r.operands), scalars)
+    _finish(op, new, scalars)
 
 
 def _lower_case(op: ir.Operation) -> None:
     branches = len(op.regions)
+    types = [r.type for r in op.results]
+    scalars = _scalar_positions(types)
     with ir.InsertionPoint(op), op.location:
         index = ir.Operation.create("arith.index_cast", results=[ir.IndexType.get()],
                                     operands=[_extract_scalar(op.operands[0])]).result
         # Regions of scf.index_switch: the default first, then one per listed case value.
         new = ir.Operation.create(
-            "scf.index_switch", results=[r.type for r in op.results], operands=[index],
+            "scf.index_switch", results=_element_types(types, scalars), operands=[index],
             attributes={"cases": ir.DenseI64ArrayAttr.get(list(range(branches - 1)))},
             regions=branches)
+    _mark(new)
     order = [branches - 1] + list(range(branches - 1))
     for dst, src in enumerate(order):
         block = _move_region(op.regions[src], new.regions[dst])
-        _replace_terminator(block, "scf.yield", lambda r: list(r.operands))
-    _finish(op, new)
+        _replace_terminator(block, "scf.yield", lambda r: list(r.operands), scalars)
+    _finish(op, new, scalars)
 
 
 def _lower_barrier(op: ir.Operation) -> None:

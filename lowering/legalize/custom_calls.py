@@ -23,6 +23,8 @@ k) give the tuple structure of the flat operand list / of the one XLA result.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
@@ -35,6 +37,8 @@ from ...runtime.dtypes import numpy_dtype
 from ..ir_util import walk
 
 DISPATCHER = "kiln_custom_call"
+# Globals holding the call sites' addresses, filled in by the loader (`record_site`).
+SITE_SYMBOL_PREFIX = names.CALL_SITE_SYMBOL
 CHECK_PREFIX = "check."  # conformance checks are outlined earlier (passes/checks.py)
 INTERNAL_PREFIX = names.PREFIX
 
@@ -385,9 +389,9 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
     for t in operand_trees:
         _encode(t, tree_codes)
     _encode(result_tree, tree_codes)
-    site = cc.make_site(target, api, backend_config, attributes, operand_specs, result_specs,
-                        len(operand_trees), tree_codes)
-    site.aliases = aliases
+    site = record_site(module, cc.SiteSpec(name, "cpu", api, backend_config, attributes,
+                                           operand_specs, result_specs, len(operand_trees),
+                                           tree_codes, aliases))
 
     i64 = ir.IntegerType.get_signless(64)
     index = ir.IndexType.get()
@@ -404,8 +408,7 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             # One-shot bufferization sees this read only where the op stands; if CSE merged it
             # with an identical earlier to_buffer, the target would read a buffer that later
             # in-place ops may already have reused. A per-site attribute keeps them apart.
-            to_buffer.operation.attributes[names.CUSTOM_CALL_SITE] = \
-                ir.IntegerAttr.get(i64, site.address)
+            to_buffer.operation.attributes[names.CUSTOM_CALL_SITE] = ir.IntegerAttr.get(i64, site)
             buffers.append(to_buffer.result)
         outs = []
         for i, (rt, perm) in enumerate(zip(result_types, result_perms)):
@@ -420,7 +423,8 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         for r, o in aliases.items():
             leaf_buffers[o] = outs[r]  # the target sees one buffer, as in XLA
         pointers = [_pointer(b) for b in leaf_buffers + outs]
-        site_value = arith.ConstantOp(i64, site.address).result
+        site_global = memref.GetGlobalOp(ir.MemRefType.get([], i64), site_symbol(site)).result
+        site_value = memref.LoadOp(site_global, []).result
         scope = memref.AllocaScopeOp([])
         body = scope.regions[0].blocks.append()
         with ir.InsertionPoint(body):
@@ -449,6 +453,38 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         old.replace_all_uses_with(new)
     op.erase()
     _declare_dispatcher(module)
+
+
+def site_symbol(index: int) -> str:
+    return f"{SITE_SYMBOL_PREFIX}{index}"
+
+
+def record_site(module: ir.Module, spec: cc.SiteSpec) -> int:
+    """Record `spec` in the module's `kiln.call_sites` (read by the driver, which ships the
+    specs with the object code) and give it a global the loader fills with the C site's
+    address; returns its index. Object code holds no process addresses, so it can be cached,
+    saved and compiled in another process."""
+    attrs = module.operation.attributes
+    sites = list(ir.ArrayAttr(attrs[names.CALL_SITES])) if names.CALL_SITES in attrs else []
+    index = len(sites)
+    attrs[names.CALL_SITES] = ir.ArrayAttr.get(
+        sites + [ir.StringAttr.get(json.dumps(spec.to_json()))])
+    i64 = ir.IntegerType.get_signless(64)
+    with ir.InsertionPoint.at_block_begin(module.body), ir.Location.unknown():
+        memref.GlobalOp(site_symbol(index), ir.TypeAttr.get(ir.MemRefType.get([], i64)),
+                        sym_visibility="public",
+                        initial_value=ir.DenseElementsAttr.get(
+                            np.zeros((), np.int64), type=ir.RankedTensorType.get([], i64)))
+    return index
+
+
+def read_sites(module: ir.Module) -> list[cc.SiteSpec]:
+    """The call sites `record_site` recorded, in index order."""
+    attrs = module.operation.attributes
+    if names.CALL_SITES not in attrs:
+        return []
+    return [cc.SiteSpec.from_json(json.loads(ir.StringAttr(a).value))
+            for a in ir.ArrayAttr(attrs[names.CALL_SITES])]
 
 
 def _flatten_types(t: ir.Type) -> list[ir.Type]:

@@ -1,10 +1,11 @@
 """The step after upstream's legalization that keeps Kiln's loops free of allocations.
 
-Upstream turns each 0-d StableHLO op (the cloned region bodies of sort, scatter and
-select_and_scatter, see loops.py) into a 0-d `linalg.generic`, which would allocate a buffer
-per loop iteration. Inside the loops marked SCALARIZE_ATTR, `scalarize` unwraps those
-generics into their scalar bodies between tensor.extract and tensor.from_elements
-(canonicalize then folds the pairs).
+Upstream turns each 0-d StableHLO op (a loop's scalar state carried by Kiln's control flow,
+see control_flow.py; the cloned region bodies of sort, scatter and select_and_scatter, see
+loops.py) into a 0-d `linalg.generic`, which would allocate a buffer per loop iteration.
+Inside the loops and branches marked SCALARIZE_ATTR, `scalarize` unwraps those generics
+into their scalar bodies between tensor.extract and tensor.from_elements (canonicalize then
+folds the pairs). Carried tensors of higher rank stay in place: lowering/in_place.py.
 """
 from __future__ import annotations
 

@@ -16,6 +16,10 @@ StableHLO whose upstream lowering is right:
   returning the left operand only when it is strictly greater (smaller); upstream has no
   complex ordering.
 
+* `dot_general` and `convolution` with an unsigned operand narrower than an integer result:
+  upstream drops the signedness and sign-extends it (a ui8 255 becomes -1); the operand is
+  first converted to a signed integer twice as wide.
+
 * `log_plus_one` on complex is written with real log1p (XLA's formulation):
   re = log1p(M - 1) + log1p((m / M)^2) / 2 with M, m the larger and smaller of |a + 1| and |b|
   (M - 1 taken as a itself when a + 1 > |b|), im = atan2(b, a + 1); a NaN real part (infinite
@@ -194,6 +198,27 @@ def _widen_half_dot(op: ir.Operation) -> None:
     op.erase()
 
 
+def _unsigned_operands_widened(op: ir.Operation) -> list[int]:
+    """Operands of a dot_general or convolution that are unsigned and narrower than its
+    integer result: upstream drops the signedness and sign-extends them."""
+    out = _element(op.results[0])
+    if not isinstance(out, ir.IntegerType):
+        return []
+    return [i for i, v in enumerate(op.operands) if isinstance(_element(v), ir.IntegerType)
+            and ir.IntegerType(_element(v)).is_unsigned
+            and ir.IntegerType(_element(v)).width < ir.IntegerType(out).width]
+
+
+def _widen_unsigned_operands(op: ir.Operation, indices: list[int]) -> None:
+    """Each such operand converted (exactly) to a signed integer of twice its width, which
+    the result's width holds, so that upstream's sign extension is right."""
+    with ir.InsertionPoint(op), op.location:
+        for i in indices:
+            v = op.operands[i]
+            wide = ir.IntegerType.get_signless(2 * ir.IntegerType(_element(v)).width)
+            op.operands[i] = _create("stablehlo.convert", _tensor_like(v, wide), [v])
+
+
 def _needs_int_saturation(op: ir.Operation) -> bool:
     src, dst = _element(op.operands[0]), _element(op.results[0])
     if isinstance(src, ir.ComplexType):
@@ -227,6 +252,9 @@ def fix_semantics(module: ir.Module) -> None:
             # A lower bound on precision: the CPU computes in the operand type or wider,
             # which meets it; upstream's lowering does not accept the attribute.
             del op.attributes["algorithm"]
+        elif op.name in ("stablehlo.dot_general", "stablehlo.convolution") and \
+                _unsigned_operands_widened(op):
+            _widen_unsigned_operands(op, _unsigned_operands_widened(op))
         elif op.name == "stablehlo.add" and _is_i1(_element(op.results[0])):
             _lower_bool_add(op)
         elif op.name == "stablehlo.convert" and _needs_int_saturation(op):

@@ -15,7 +15,7 @@ from .runtime.lapack import register_lapack_targets as _register_lapack_targets
 
 _register_lapack_targets(_REGISTRY)  # JAX's CPU linear algebra (lapack_*_ffi) is built in
 
-__all__ = ["compile", "load", "jit", "Executable", "KilnError", "CheckFailure",
+__all__ = ["compile", "load", "load_executable", "jit", "Executable", "KilnError", "CheckFailure",
            "register_custom_call", "register_custom_call_library"]
 __version__ = "0.1.0"
 
@@ -29,6 +29,13 @@ def load(path, *, context=None):
     from .frontend import import_module
     module, _ = import_module(Path(path), context or make_context())
     return module
+
+
+@api_boundary
+def load_executable(path, *, verify: bool = False) -> Executable:
+    """Load an executable saved with `Executable.save` or `kiln compile -o` (a `.kx` file):
+    its code is linked in, not compiled. Only load files you trust: they hold machine code."""
+    return Executable.load(path, verify=verify)
 
 
 @api_boundary

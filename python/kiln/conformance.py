@@ -143,6 +143,9 @@ def run_file(path: str) -> FileResult:
 
 
 def _child(path: str, conn) -> None:
+    # This child is already the isolation a compile worker gives (a crash fails its file
+    # only): compile here rather than start a worker per file.
+    os.environ["KILN_COMPILE_IN_PROCESS"] = "1"
     try:
         conn.send(asdict(run_file(path)))
     finally:

@@ -8,6 +8,8 @@ do not collide and sort by compile:
     module_0000.mlp.02.optimize.mlir
     module_0000.mlp.after_optimizations.mlir     after the last StableHLO-level stage
     module_0000.mlp.02.optimize.canonicalize.mlir  after a pass matching the pass regex
+    module_0000.mlp.buffer-assignment.txt        the execution plan (driver/plan.py)
+    module_0000.mlp.thunk-sequence.txt
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ _module_ids = itertools.count()
 _ids_lock = threading.Lock()
 
 
-def _next_module_id() -> int:
+def next_module_id() -> int:
+    """A process-wide number for the next compiled module (its dump files' prefix)."""
     with _ids_lock:
         return next(_module_ids)
 
@@ -57,16 +60,23 @@ def compile_pass_regex(pattern: str | None, option: str = "dump_pass_regex") -> 
 class DumpWriter:
     """Writes one module's dumps into `directory` (created on demand)."""
 
-    def __init__(self, directory: str | Path, program: str, pass_regex: str | None = None):
+    def __init__(self, directory: str | Path, program: str, pass_regex: str | None = None,
+                 module_id: int | None = None):
         self.root = Path(directory)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.prefix = f"module_{_next_module_id():04d}.{sanitize(program)}"
+        number = next_module_id() if module_id is None else module_id
+        self.prefix = f"module_{number:04d}.{sanitize(program)}"
         self.pass_pattern = compile_pass_regex(pass_regex)
         self.stages_done = 0
         self._pass_names: Counter = Counter()  # of the stage in progress, for repeated passes
 
     def _write(self, suffix: str, module: ir.Module) -> None:
         (self.root / f"{self.prefix}.{suffix}.mlir").write_text(str(module))
+
+    def plan(self, buffer_assignment: str, thunk_sequence: str) -> None:
+        """The execution plan after `codegen`, in the text forms of XLA's dumps."""
+        (self.root / f"{self.prefix}.buffer-assignment.txt").write_text(buffer_assignment)
+        (self.root / f"{self.prefix}.thunk-sequence.txt").write_text(thunk_sequence)
 
     def before_optimizations(self, module: ir.Module) -> None:
         self._write("before_optimizations", module)

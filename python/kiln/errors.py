@@ -73,6 +73,8 @@ def _kiln_code_raised(exc: BaseException) -> bool:
     import importlib
     # The packages' own directories (an editable install's package __path__ may also hold
     # the checkout's root, so it is not used).
+    if getattr(exc, "kiln_user_exception", False):
+        return False  # a user's exception, passed on from a compile worker (driver/worker.py)
     kiln_dirs = {str(Path(__file__).resolve().parent)} | {
         str(Path(importlib.import_module(m).__file__).resolve().parent)
         for m in ("kiln.lowering", "kiln.dialects")}

@@ -10,6 +10,13 @@ dimensions are put in physical (major-to-minor) order, combined dimensions (`*` 
 are merged into their next-minor neighbour, then every tile splits the minor suffix of the
 current shape into (tile-count, tile) pairs and moves the tile extents to the minor end.
 Later tiles apply to the minor suffix of the shape produced by the earlier ones.
+
+The same arithmetic as array operations (the document's "tiling as pad-reshape-transpose"):
+`Layout.to_physical_steps(dims)` turns a logical array into its *physical* one, the buffer's
+elements as a row-major array (padding included), and `to_logical_steps` turns it back. The
+steps are plain data (Transpose, Reshape, Pad, Slice) that numpy runs here (`run_steps`) and
+the compiler renders as StableHLO (the HLO importer's bitcasts, lowering/layouts.py's layout
+normalization). Padding holds no particular value; these steps write zeros there.
 """
 from __future__ import annotations
 
@@ -252,6 +259,211 @@ class Layout:
         n = prod(d)
         a = self.tail_padding_alignment_in_elements
         return -(-n // a) * a if a > 1 else n
+
+
+    # -- the physical array: the buffer's elements as a row-major array --------------------
+    def _physical_chain(self, dims) -> list[tuple["Step", tuple, tuple]]:
+        """(step, shape before, shape after) from the logical array to the physical one: the
+        dimensions in major-to-minor order, then per tile: merge `*` dimensions, pad the
+        tiled ones to whole tiles, split each into (tile count, tile), move the tile extents
+        to the minor end; last, tail padding on the flattened buffer."""
+        chain: list[tuple[Step, tuple, tuple]] = []
+        shape = tuple(self._bounds(dims))
+
+        def add(step: Step, after) -> None:
+            nonlocal shape
+            after = tuple(after)
+            if isinstance(step, Transpose):
+                moved = [p for p in step.permutation if shape[p] != 1]
+                if moved == sorted(moved):  # only size-1 dimensions move: no element does
+                    step = Reshape(after)
+            if after != shape or (isinstance(step, Transpose)
+                                  and step.permutation != tuple(range(len(shape)))):
+                chain.append((step, shape, after))
+            shape = after
+
+        order = tuple(self.major_to_minor)
+        add(Transpose(order), [shape[k] for k in order])
+        for tile in self.tiles:
+            if len(tile.dims) > len(shape):
+                raise KilnError(f"tile {tile} has more dimensions than the shape it tiles "
+                                f"({len(shape)})")
+            k = len(shape) - len(tile.dims)
+            prefix = list(shape[:k])
+            merged, sizes, run = [], [], 1
+            for i, (d, t) in enumerate(zip(shape[k:], tile.dims)):
+                run *= d
+                if t == COMBINED:
+                    if i == len(tile.dims) - 1:
+                        raise KilnError(f"tile {tile}: the most minor dimension cannot be "
+                                        "combined ('*')")
+                    continue
+                if t <= 0:
+                    raise KilnError(f"tile {tile}: tile sizes must be positive or '*'")
+                merged.append(run)
+                sizes.append(t)
+                run = 1
+            add(Reshape(tuple(prefix + merged)), prefix + merged)
+            padded = [-(-d // t) * t for d, t in zip(merged, sizes)]
+            add(Pad(tuple([0] * k + [p - d for p, d in zip(padded, merged)])), prefix + padded)
+            split = prefix + [x for p, t in zip(padded, sizes) for x in (p // t, t)]
+            add(Reshape(tuple(split)), split)
+            m = len(sizes)
+            tiles_last = tuple(list(range(k)) + [k + 2 * i for i in range(m)]
+                               + [k + 2 * i + 1 for i in range(m)])
+            add(Transpose(tiles_last), [split[p] for p in tiles_last])
+        align, n = self.tail_padding_alignment_in_elements, prod(shape)
+        if align > 1 and n % align:
+            add(Reshape((n,)), [n])
+            add(Pad((-(-n // align) * align - n,)), [-(-n // align) * align])
+        return chain
+
+    def physical_dims(self, dims=None) -> list[int]:
+        """Shape of the physical array (row-major, padding included) of a `dims` array."""
+        chain = self._physical_chain(dims)
+        return list(chain[-1][2]) if chain else list(self._bounds(dims))
+
+    def to_physical_steps(self, dims=None) -> list["Step"]:
+        """Steps from the logical array of shape `dims` to its physical array."""
+        return simplify_steps(self._bounds(dims), [step for step, _, _ in self._physical_chain(dims)])
+
+    def to_logical_steps(self, dims=None) -> list["Step"]:
+        """Steps from the physical array back to the logical one (`to_physical_steps` undone)."""
+        steps: list[Step] = []
+        for step, before, _ in reversed(self._physical_chain(dims)):
+            if isinstance(step, Transpose):
+                steps.append(Transpose(tuple(int(i) for i in np.argsort(step.permutation))))
+            elif isinstance(step, Reshape):
+                steps.append(Reshape(before))
+            else:
+                steps.append(Slice(before))
+        return simplify_steps(self.physical_dims(dims), steps)
+
+    def stores_row_major(self, dims=None) -> bool:
+        """Whether a `dims` array's buffer holds its elements in row-major order with no
+        padding, so that the logical array is its own buffer (reshapes only). Without tiles
+        the answer does not depend on the sizes (a dynamic shape's are unknown): only the
+        descending order stores row-major, even where size-1 dimensions make another
+        order hold the same bytes."""
+        if not self.tiles and self.tail_padding_alignment_in_elements <= 1:
+            return self.minor_to_major == list(range(len(self.minor_to_major) - 1, -1, -1))
+        return all(isinstance(step, Reshape) for step in self.to_physical_steps(dims))
+
+    def to_physical(self, array: np.ndarray) -> np.ndarray:
+        """The buffer XLA would hold for `array` in this layout, as a C-contiguous physical
+        array (`physical_dims`); padding is zero."""
+        array = np.asarray(array)
+        return _compact(run_steps(array, self.to_physical_steps(array.shape)))
+
+    def to_logical(self, physical: np.ndarray, dims) -> np.ndarray:
+        """The logical `dims` array held by the buffer `physical` (any shape with the
+        buffer's element count). Its memory follows the layout's dimension order where
+        numpy strides can say so: a permutation layout gives a view of `physical`."""
+        steps = self.to_logical_steps(dims)
+        buffer = np.asarray(physical).reshape(self.physical_dims(dims))
+        last = steps[-1] if steps and isinstance(steps[-1], Transpose) else None
+        inner = _compact(run_steps(buffer, steps[:-1] if last else steps))
+        return inner if last is None else inner.transpose(last.permutation)
+
+
+# ----------------------------------------------------------------------------- array steps
+
+@dataclass(frozen=True)
+class Transpose:
+    permutation: tuple[int, ...]   # result dimension i is operand dimension permutation[i]
+
+
+@dataclass(frozen=True)
+class Reshape:
+    shape: tuple[int, ...]         # same elements, row-major, in this shape
+
+
+@dataclass(frozen=True)
+class Pad:
+    high: tuple[int, ...]          # slots added at the end of each dimension (any value)
+
+
+@dataclass(frozen=True)
+class Slice:
+    limits: tuple[int, ...]        # keep [0, limit) of each dimension
+
+
+Step = Transpose | Reshape | Pad | Slice
+
+
+def _compact(array: np.ndarray) -> np.ndarray:
+    """`array` in C order, copied only if it is not (np.ascontiguousarray makes 0-d 1-d)."""
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
+def run_steps(array: np.ndarray, steps: list[Step]) -> np.ndarray:
+    """Apply `steps` to a numpy array (padding is zero)."""
+    for step in steps:
+        if isinstance(step, Transpose):
+            array = array.transpose(step.permutation)
+        elif isinstance(step, Reshape):
+            array = array.reshape(step.shape)
+        elif isinstance(step, Pad):
+            grown = np.zeros([d + h for d, h in zip(array.shape, step.high)], array.dtype)
+            grown[tuple(slice(0, d) for d in array.shape)] = array
+            array = grown
+        else:
+            array = array[tuple(slice(0, n) for n in step.limits)]
+    return array
+
+
+def step_shape(shape, step: Step) -> tuple[int, ...]:
+    """The shape `step` makes of an array of shape `shape`."""
+    if isinstance(step, Transpose):
+        return tuple(shape[p] for p in step.permutation)
+    if isinstance(step, Reshape):
+        return tuple(step.shape)
+    if isinstance(step, Pad):
+        return tuple(d + h for d, h in zip(shape, step.high))
+    return tuple(step.limits)
+
+
+def simplify_steps(shape, steps: list[Step]) -> list[Step]:
+    """The same steps without the ones that do nothing; consecutive reshapes (and
+    consecutive transposes) become one."""
+    out: list[Step] = []
+    shapes = [tuple(shape)]
+    for step in steps:
+        after = step_shape(shapes[-1], step)
+        if isinstance(step, Transpose) and out and isinstance(out[-1], Transpose):
+            first = out.pop()
+            shapes.pop()
+            step = Transpose(tuple(first.permutation[p] for p in step.permutation))
+        elif isinstance(step, Reshape) and out and isinstance(out[-1], Reshape):
+            out.pop()
+            shapes.pop()
+        identity = (step.permutation == tuple(range(len(shapes[-1])))
+                    if isinstance(step, Transpose) else after == shapes[-1])
+        if not identity:
+            out.append(step)
+            shapes.append(after)
+    return out
+
+
+def bitcast_steps(src: "Shape", dst: "Shape") -> list[Step]:
+    """Steps that reinterpret the buffer of `src` (in its layout) as `dst` (in its own):
+    `src`'s physical array, flattened, reshaped to `dst`'s physical array, read back as
+    `dst`. Tile padding read by `dst` holds no particular value (zero here). A smaller `dst`
+    buffer reads a prefix; a larger one may only add padding past the end of `src`'s."""
+    sl, dl = src.effective_layout(), dst.effective_layout()
+    n_src, n_dst = sl.padded_size(src.dims), dl.padded_size(dst.dims)
+    steps = sl.to_physical_steps(src.dims) + [Reshape((n_src,))]
+    if n_dst < n_src:
+        steps.append(Slice((n_dst,)))
+    elif n_dst > n_src:
+        if prod(dst.dims) and int(dl.linear_indices(dst.dims).max()) >= n_src:
+            raise KilnError(f"bitcast {src} -> {dst} reads past the end of the operand's buffer "
+                            f"({n_src} -> {n_dst} elements, tile padding included)",
+                            hint="a bitcast reinterprets one buffer: the result's elements "
+                                 "must lie inside the operand's")
+        steps.append(Pad((n_dst - n_src,)))
+    steps += [Reshape(tuple(dl.physical_dims(dst.dims)))] + dl.to_logical_steps(dst.dims)
+    return simplify_steps(src.dims, steps)
 
 
 # ----------------------------------------------------------------------------- shapes

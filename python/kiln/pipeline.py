@@ -181,12 +181,16 @@ class _PassClock:
 def run_stages(module: ir.Module, stages: list[Stage], filename: str, *, until: str | None = None,
                timings: list[StageTiming] | None = None,
                dump: Callable[[str, ir.Module], None] | None = None,
-               after_pass: PassHook | None = None, pass_timing: bool = False) -> None:
+               after_pass: PassHook | None = None, pass_timing: bool = False,
+               before_stage: Callable[[str, ir.Module], None] | None = None) -> None:
     """Run `stages` in order (stopping after `until`), recording timings (per pass too with
     `pass_timing`), handing the IR after each stage to `dump` (XLA's --xla_dump_to) and
-    after each pass to `after_pass`. Per-pass hooks observe the IR from inside the stage's
+    after each pass to `after_pass`; `before_stage(name, module)` is called as each stage
+    starts (progress, reproducers). Per-pass hooks observe the IR from inside the stage's
     pass manager (`run_steps`' observer), so they cost nothing when unused."""
     for stage in stages:
+        if before_stage is not None:
+            before_stage(stage.name, module)
         clock = _PassClock() if (pass_timing or after_pass is not None) else None
         start = time.perf_counter()
         run_steps(module, stage.steps, filename, stage.name,

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import kiln
+# Never the user's compile cache (tests/run.sh gives the whole run one).
+os.environ.setdefault("KILN_CACHE_DIR", tempfile.mkdtemp(prefix="kiln-test-cache-"))
+
+import kiln  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("KILN_SHARED", REPO.parent / "shared"))

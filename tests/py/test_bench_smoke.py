@@ -4,6 +4,7 @@ benchmark runs on demand only; nothing here depends on timings.)"""
 import json
 
 import numpy as np
+import pytest
 
 from kiln.bench import runner
 from kiln.bench.peers import KilnPeer, Peer, XlaPeer
@@ -81,3 +82,50 @@ def test_cli_lists_every_workload(capsys):
     for w in WORKLOADS:
         assert w.name in out
     assert main(["bench", "no_such_workload"]) == 1
+
+
+def test_compile_time_on_one_small_export(monkeypatch):
+    from kiln.bench import compile_time
+    monkeypatch.setenv("KILN_CACHE", "1")
+    seen = []
+
+    def kiln_compile(serialized, name):   # Kiln as the benchmark calls it, cache state noted
+        import os
+        seen.append(os.environ.get("KILN_CACHE"))
+        return compile_time.kiln_compiler()(serialized, name)
+    (program,) = compile_time.programs(["cos_scale"])
+    assert program.name == "export/cos_scale" and program.group == compile_time.EXPORT_GROUP
+    with compile_time.kiln_cache_off():
+        result = compile_time.measure(program, rounds=2, kiln=kiln_compile)
+    assert result.status == "ok", result.reason
+    assert len(result.kiln_samples) == len(result.xla_samples) == 2
+    assert result.ratio == result.kiln_s / result.xla_s and result.kiln_stages
+    assert seen == ["0", "0"]                       # every Kiln compile was cold
+    import os
+    assert os.environ["KILN_CACHE"] == "1"          # and the caller's setting is back
+    text = compile_time.table([result])
+    assert "export/cos_scale" in text and "geomean kiln/xla (all, 1 programs)" in text
+    data = compile_time.to_json([result], {"cpu": "test"}, 2, {})
+    json.dumps(data)
+    assert data["geomean"]["all"] == pytest.approx(result.ratio)
+
+
+def test_compile_time_failures_are_reported_not_timed():
+    from kiln.bench import compile_time
+
+    def declines(serialized, name):
+        raise KilnError("cannot lower this here yet", hint="test")
+    (program,) = compile_time.programs(["cos_scale"])
+    result = compile_time.measure(program, rounds=1, kiln=declines)
+    assert result.status == "kiln error" and "cannot lower" in result.reason
+    assert result.kiln_s is None and result.ratio is None and result.xla_s > 0
+    assert compile_time.summary([result])["all"] is None
+
+
+def test_compile_time_cli_lists_every_program(capsys):
+    from kiln.bench.jax_programs import JAX_PROGRAMS
+    assert main(["bench", "--compile-time", "--list"]) == 0
+    out = capsys.readouterr().out.split()
+    assert [w.name for w in WORKLOADS] == out[:len(WORKLOADS)]
+    assert [f"export/{p.name}" for p in JAX_PROGRAMS] == out[len(WORKLOADS):]
+    assert main(["bench", "--compile-time", "no_such_program"]) == 1

@@ -1,7 +1,9 @@
 """Matrix products through numpy's bundled OpenBLAS (kiln.lowering.codegen.blas): every operand layout
 the pass accepts, against numpy in float64, and the IR showing the library call was taken."""
 import json
+import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -179,3 +181,218 @@ def test_transposed_result_is_written_by_the_call(A, B, C, T, dims, perm, spec, 
     np.testing.assert_allclose(out[0], want, rtol=2e-5, atol=1e-4)
     if both:  # the product itself, untransposed
         np.testing.assert_allclose(np.transpose(out[1], json.loads(perm)), want, rtol=2e-5, atol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# products in the precisions the library lacks (kiln.lowering.codegen.products), vectors (gemv)
+# and complex (cgemm/zgemm)
+
+
+def general(lhs, rhs, out, dims, a_type, b_type, out_type):
+    t = lambda s, et: f"tensor<{'x'.join(map(str, s))}x{et}>"  # noqa: E731
+    return (f"func.func @main(%a: {t(lhs, a_type)}, %b: {t(rhs, b_type)}) -> {t(out, out_type)} {{\n"
+            f"  %0 = stablehlo.dot_general %a, %b, {dims} : ({t(lhs, a_type)}, {t(rhs, b_type)})"
+            f" -> {t(out, out_type)}\n  return %0 : {t(out, out_type)}\n}}")
+
+
+def call_list(exe) -> list[str]:
+    """The BLAS routines the program calls, one entry per call site (thread control aside)."""
+    return [c for c in re.findall(r"call @(kiln_blas_\w+)\(", exe.ir("codegen"))
+            if c != "kiln_blas_set_threads"]
+
+
+def calls(exe) -> set[str]:
+    return set(call_list(exe))
+
+
+NARROW_FLOATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
+
+
+@pytest.mark.parametrize("et", ["bf16", "f16"])
+@pytest.mark.parametrize("lhs,rhs,out,dims,spec", [CASES[0], CASES[3], CASES[5]])
+def test_half_precision_products_accumulate_in_f32_through_sgemm(et, lhs, rhs, out, dims, spec, rng):
+    # preferred_element_type=f32: widened exactly, so sgemm sees the very values XLA multiplies
+    exe = kiln.compile(general(lhs, rhs, out, dims, et, et, "f32"))
+    assert calls(exe) == {"kiln_blas_sgemm"}
+    a = rng.standard_normal(lhs).astype(NARROW_FLOATS[et])
+    b = rng.standard_normal(rhs).astype(NARROW_FLOATS[et])
+    (got,) = exe(a, b)
+    assert got.dtype == np.float32
+    want = np.einsum(spec, a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-4)
+
+
+def int_dot(m, k, n, a_type, out_type, b_type=None, transposed=False):
+    dims = "contracting_dims = [1] x [1]" if transposed else "contracting_dims = [1] x [0]"
+    return general((m, k), (n, k) if transposed else (k, n), (m, n), dims, a_type,
+                   b_type or a_type, out_type)
+
+
+def wrapped(a, b, dtype, transposed=False):
+    """The exact product, wrapped to `dtype` as accumulating in it does."""
+    exact = a.astype(np.int64) @ (b.T if transposed else b).astype(np.int64)
+    return exact.astype(dtype)   # numpy's int64 -> narrower cast keeps the low bits
+
+
+@pytest.mark.parametrize("k,sgemms", [(1024, 1), (1025, 2), (4000, 4)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_int8_products_are_bit_exact_through_the_float_library(k, sgemms, transposed, rng):
+    # K * 128 * 128 <= 2^24 keeps every partial sum an exact f32; a deeper product is split
+    # into chunks of at most 1024 that each do. All -128 is the worst case: a sum reaches
+    # exactly K * 2^14.
+    exe = kiln.compile(int_dot(32, k, 40, "i8", "i32", transposed=transposed))
+    assert call_list(exe) == ["kiln_blas_sgemm"] * sgemms
+    a = rng.integers(-128, 128, (32, k), dtype=np.int8)
+    b = rng.integers(-128, 128, (40, k) if transposed else (k, 40), dtype=np.int8)
+    a[:4] = -128
+    b[..., :5] = -128
+    b[:5] = -128
+    (got,) = exe(a, b)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, wrapped(a, b, np.int32, transposed))
+    assert np.abs(wrapped(a, b, np.int64, transposed)).max() == k << 14   # the bound is reached
+
+
+@pytest.mark.parametrize("a_type,b_type,out_type,np_a,np_b,np_out,k,routines", [
+    # zero-extended: |x| <= 255, chunks of at most 258
+    ("ui8", "ui8", "i32", np.uint8, np.uint8, np.int32, 256, ["sgemm"]),
+    ("ui8", "ui8", "i32", np.uint8, np.uint8, np.int32, 768, ["sgemm"] * 3),
+    ("ui8", "ui8", "i32", np.uint8, np.uint8, np.int32, 4700, ["dgemm"]),   # > 16 chunks
+    ("i8", "ui8", "i32", np.int8, np.uint8, np.int32, 512, ["sgemm"]),
+    ("i16", "i16", "i32", np.int16, np.int16, np.int32, 512, ["dgemm"]),  # sums past 2^31 wrap
+    ("i8", "i8", "i8", np.int8, np.int8, np.int8, 512, ["sgemm"]),        # XLA's int8 dot wraps
+    ("i8", "i8", "i64", np.int8, np.int8, np.int64, 512, ["sgemm"]),
+])
+def test_integer_products_of_every_width_are_bit_exact(a_type, b_type, out_type, np_a, np_b,
+                                                       np_out, k, routines, rng):
+    exe = kiln.compile(int_dot(48, k, 40, a_type, out_type, b_type))
+    assert call_list(exe) == ["kiln_blas_" + r for r in routines]
+    lo = lambda t: np.iinfo(t).min  # noqa: E731
+    hi = lambda t: np.iinfo(t).max  # noqa: E731
+    a = rng.integers(lo(np_a), int(hi(np_a)) + 1, (48, k)).astype(np_a)
+    b = rng.integers(lo(np_b), int(hi(np_b)) + 1, (k, 40)).astype(np_b)
+    a[0], b[:, 0] = hi(np_a), hi(np_b)            # the largest magnitudes, too
+    a[1], b[:, 1] = lo(np_a), lo(np_b)
+    (got,) = exe(a, b)
+    assert got.dtype == np_out
+    np.testing.assert_array_equal(got, wrapped(a, b, np_out))
+
+
+def test_astype_int32_operands_are_read_narrow(rng):
+    # jnp.int8 arrays .astype(int32) @ ...: the product reads the int8 tensors (their range
+    # keeps sgemm exact) rather than stay an int32 loop nest
+    src = """
+func.func @main(%a: tensor<64x512xi8>, %b: tensor<512x64xi8>) -> tensor<64x64xi32> {
+  %0 = stablehlo.convert %a : (tensor<64x512xi8>) -> tensor<64x512xi32>
+  %1 = stablehlo.convert %b : (tensor<512x64xi8>) -> tensor<512x64xi32>
+  %2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0] : (tensor<64x512xi32>, tensor<512x64xi32>) -> tensor<64x64xi32>
+  return %2 : tensor<64x64xi32>
+}"""
+    exe = kiln.compile(src)
+    assert calls(exe) == {"kiln_blas_sgemm"}
+    a = rng.integers(-128, 128, (64, 512), dtype=np.int8)
+    b = rng.integers(-128, 128, (512, 64), dtype=np.int8)
+    np.testing.assert_array_equal(exe(a, b)[0], wrapped(a, b, np.int32))
+
+
+def test_unsigned_convolution_is_zero_extended(rng):
+    # kiln-fix-semantics: upstream read uint8 operands of an int32 convolution as signed
+    src = """
+func.func @main(%x: tensor<1x8x8x4xui8>, %w: tensor<3x3x4x5xui8>) -> tensor<1x6x6x5xi32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+       window = {stride = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+       : (tensor<1x8x8x4xui8>, tensor<3x3x4x5xui8>) -> tensor<1x6x6x5xi32>
+  return %0 : tensor<1x6x6x5xi32>
+}"""
+    x = rng.integers(0, 256, (1, 8, 8, 4), dtype=np.uint8)
+    w = rng.integers(0, 256, (3, 3, 4, 5), dtype=np.uint8)
+    (got,) = kiln.compile(src)(x, w)
+    want = np.zeros((1, 6, 6, 5), np.int64)
+    for i in range(3):
+        for j in range(3):
+            want += np.einsum("bhwc,cf->bhwf", x[:, i:i + 6, j:j + 6].astype(np.int64), w[i, j])
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+def test_matrix_vector_products_with_one_use_per_element_stay_unwidened(rng):
+    # copying a bf16 matrix to f32 would cost as much as the product itself
+    exe = kiln.compile(general((512, 256), (256,), (512,), "contracting_dims = [1] x [0]",
+                               "bf16", "bf16", "f32"))
+    assert not calls(exe)
+    a = rng.standard_normal((512, 256)).astype(ml_dtypes.bfloat16)
+    x = rng.standard_normal(256).astype(ml_dtypes.bfloat16)
+    want = a.astype(np.float64) @ x.astype(np.float64)
+    np.testing.assert_allclose(exe(a, x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("et,out_type,np_type", [("bf16", "f32", ml_dtypes.bfloat16),
+                                                  ("i8", "i32", np.int8)])
+def test_vector_matrix_products_are_widened(et, out_type, np_type, rng):
+    # a batch-1 layer: its loops would read the matrix across its rows, far slower than a
+    # widened copy and gemv
+    exe = kiln.compile(general((1, 512), (512, 256), (1, 256), "contracting_dims = [1] x [0]",
+                               et, et, out_type))
+    assert calls(exe) == {"kiln_blas_sgemv"}
+    x = rng.integers(-128, 128, (1, 512)).astype(np_type)
+    w = rng.integers(-128, 128, (512, 256)).astype(np_type)
+    want = x.astype(np.int64) @ w.astype(np.int64)   # exact in f32 too: at most 2^23
+    np.testing.assert_array_equal(exe(x, w)[0], want.astype(np.float32 if et == "bf16" else np.int32))
+
+
+@pytest.mark.parametrize("et,dtype,rtol", [("f32", np.float32, 2e-5), ("f64", np.float64, 1e-12),
+                                           ("complex<f32>", np.complex64, 2e-5),
+                                           ("complex<f64>", np.complex128, 1e-12)])
+@pytest.mark.parametrize("lhs,rhs,out,dims,spec", [
+    ((300, 200), (200,), (300,), "contracting_dims = [1] x [0]", "mk,k->m"),
+    ((200, 300), (200,), (300,), "contracting_dims = [0] x [0]", "km,k->m"),      # A^T x
+    ((1, 200), (200, 300), (1, 300), "contracting_dims = [1] x [0]", "mk,kn->mn"),  # batch-1 layer
+    ((1, 200), (300, 200), (1, 300), "contracting_dims = [1] x [1]", "mk,nk->mn"),
+    ((200,), (200, 300), (300,), "contracting_dims = [0] x [0]", "k,kn->n"),
+    ((4, 128, 96), (4, 96), (4, 128), "batching_dims = [0] x [0], contracting_dims = [2] x [1]",
+     "bmk,bk->bm"),
+])
+def test_vector_products_call_gemv(lhs, rhs, out, dims, spec, et, dtype, rtol, rng):
+    letter = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}[et]
+    exe = kiln.compile(general(lhs, rhs, out, dims, et, et, et))
+    assert calls(exe) == {f"kiln_blas_{letter}gemv"}
+    make = lambda s: (rng.standard_normal(s) + (1j * rng.standard_normal(s)  # noqa: E731
+                                                if "complex" in et else 0)).astype(dtype)
+    a, b = make(lhs), make(rhs)
+    (got,) = exe(a, b)
+    want = np.einsum(spec, a.astype(np.complex128), b.astype(np.complex128))
+    np.testing.assert_allclose(got, want if "complex" in et else want.real, rtol=rtol, atol=rtol * 10)
+
+
+@pytest.mark.parametrize("et,dtype,rtol", [("complex<f32>", np.complex64, 2e-5),
+                                           ("complex<f64>", np.complex128, 1e-12)])
+@pytest.mark.parametrize("lhs,rhs,out,dims,spec", CASES[:6])
+def test_complex_products_call_cgemm_and_zgemm(lhs, rhs, out, dims, spec, et, dtype, rtol, rng):
+    exe = kiln.compile(dot(lhs, rhs, out, dims, et))
+    assert calls(exe) == {"kiln_blas_cgemm" if dtype == np.complex64 else "kiln_blas_zgemm"}
+    a = (rng.standard_normal(lhs) + 1j * rng.standard_normal(lhs)).astype(dtype)
+    b = (rng.standard_normal(rhs) + 1j * rng.standard_normal(rhs)).astype(dtype)
+    (got,) = exe(a, b)
+    want = np.einsum(spec, a.astype(np.complex128), b.astype(np.complex128))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 10)
+
+
+def test_mixed_products_feed_fused_consumers(rng):
+    # a quantized layer: int8 product, int32 result scaled to f32 and rectified; the
+    # conversion back from the exact sum fuses with the consumers
+    src = """
+func.func @main(%x: tensor<64x256xi8>, %w: tensor<256x128xi8>, %s: tensor<128xf32>) -> tensor<64x128xf32> {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<64x256xi8>, tensor<256x128xi8>) -> tensor<64x128xi32>
+  %1 = stablehlo.convert %0 : (tensor<64x128xi32>) -> tensor<64x128xf32>
+  %2 = stablehlo.broadcast_in_dim %s, dims = [1] : (tensor<128xf32>) -> tensor<64x128xf32>
+  %3 = stablehlo.multiply %1, %2 : tensor<64x128xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<64x128xf32>
+  %4 = stablehlo.maximum %3, %z : tensor<64x128xf32>
+  return %4 : tensor<64x128xf32>
+}"""
+    exe = kiln.compile(src)
+    assert calls(exe) == {"kiln_blas_sgemm"}
+    x = rng.integers(-128, 128, (64, 256), dtype=np.int8)
+    w = rng.integers(-128, 128, (256, 128), dtype=np.int8)
+    s = rng.random(128).astype(np.float32)
+    want = np.maximum(wrapped(x, w, np.int32).astype(np.float32) * s, 0)
+    np.testing.assert_array_equal(exe(x, w, s)[0], want)

@@ -43,8 +43,8 @@ def test_file_names_follow_xla(tmp_path):
     assert "module_0000.mlp.before_optimizations.mlir" in names
     assert "module_0000.mlp.after_optimizations.mlir" in names
     stages = [n.split(".")[2:4] for n in names if n.split(".")[2].isdigit()]
-    assert stages == [["01", "verify"], ["02", "optimize"], ["03", "legalize"], ["04", "fuse"],
-                      ["05", "bufferize"], ["06", "codegen"], ["07", "lower"]]
+    assert stages == [["01", "verify"], ["02", "layout"], ["03", "optimize"], ["04", "legalize"],
+                      ["05", "fuse"], ["06", "bufferize"], ["07", "codegen"], ["08", "lower"]]
 
 
 def test_before_and_after_optimizations_content(tmp_path):
@@ -52,7 +52,7 @@ def test_before_and_after_optimizations_content(tmp_path):
     np.testing.assert_allclose(exe(np.array([1, 2, 3], np.int32))[0], [1, 4, 9])
     (before,) = tmp_path.glob("module_*.adder.before_optimizations.mlir")  # the sym_name
     (after,) = tmp_path.glob("module_*.adder.after_optimizations.mlir")
-    (optimized,) = tmp_path.glob("module_*.adder.02.optimize.mlir")
+    (optimized,) = tmp_path.glob("module_*.adder.03.optimize.mlir")
     assert re.fullmatch(r"module_\d{4}", before.name.split(".")[0])
     assert "@unused" in before.read_text() and "@unused" not in after.read_text()
     assert "stablehlo.multiply" in after.read_text() and "linalg" not in after.read_text()
@@ -71,8 +71,8 @@ def test_pass_regex_selects_passes(tmp_path):
     passes = sorted(".".join(p.name.split(".")[2:-1]) for p in tmp_path.iterdir()
                     if len(p.name.split(".")) == 6)
     # cse runs in optimize and fuse; kiln-lower-sort in legalize; nothing else matches.
-    assert passes == ["02.optimize.cse", "03.legalize.kiln-lower-sort", "04.fuse.cse"]
-    (after_cse,) = tmp_path.glob("*.02.optimize.cse.mlir")
+    assert passes == ["03.optimize.cse", "04.legalize.kiln-lower-sort", "05.fuse.cse"]
+    (after_cse,) = tmp_path.glob("*.03.optimize.cse.mlir")
     assert "stablehlo.multiply" in after_cse.read_text()
 
 
@@ -86,8 +86,9 @@ def test_pass_regex_needs_a_directory_and_a_valid_pattern(tmp_path):
 def test_executable_timings_hold_passes():
     exe = kiln.compile(NAMED, timing=True)
     stages = {t.name: t for t in exe.timings}
-    assert list(stages) == ["verify", "optimize", "legalize", "fuse", "bufferize", "codegen",
-                            "lower"]
+    # Every stage, then LLVM's code generation.
+    assert list(stages) == exe.stage_names()[1:] + ["llvm"]
+    assert {"verify", "optimize", "legalize", "bufferize", "codegen", "lower"} <= set(stages)
     optimize = [p.name for p in stages["optimize"].passes]
     assert "cse" in optimize and any(n.startswith("kiln-outline-checks") for n in optimize)
     for stage in stages.values():
@@ -100,8 +101,8 @@ def test_run_timing_report(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stderr.splitlines() if "%)" in line]
     stage_rows = [r.split("%)")[1] for r in rows if re.search(r"%\)  \S", r)]
-    assert [r.strip() for r in stage_rows] == ["verify", "optimize", "legalize", "fuse",
-                                               "bufferize", "codegen", "lower", "Total"]
+    assert [r.strip() for r in stage_rows] == ["verify", "layout", "optimize", "legalize", "fuse",
+                                               "bufferize", "codegen", "lower", "llvm", "Total"]
     nested = [r.split("%)")[1].strip() for r in rows if "%)    " in r]
     assert "kiln-validate" in nested and "canonicalize" in nested  # a Kiln and an upstream pass
     assert "Total wall time" in proc.stderr and "Total wall time" not in proc.stdout
@@ -114,7 +115,36 @@ def test_opt_stage_dumps_and_timing(tmp_path):
     assert "func.func" in proc.stdout and "linalg" not in proc.stdout
     assert "    cse" in proc.stderr and "legalize" not in proc.stderr
     assert dumped(tmp_path) == ["module_0000.mlp.01.verify.mlir",
-                                "module_0000.mlp.02.optimize.cse.mlir",
-                                "module_0000.mlp.02.optimize.mlir",
+                                "module_0000.mlp.02.layout.mlir",
+                                "module_0000.mlp.03.optimize.cse.mlir",
+                                "module_0000.mlp.03.optimize.mlir",
                                 "module_0000.mlp.after_optimizations.mlir",
                                 "module_0000.mlp.before_optimizations.mlir"]
+
+
+def test_the_plan_is_dumped_as_text(tmp_path):
+    exe = kiln.compile(NAMED, dump_dir=tmp_path)
+    text = {p.name.split(".", 2)[2]: p.read_text() for p in tmp_path.iterdir()
+            if p.suffix == ".txt"}
+    assert text["buffer-assignment.txt"] == str(exe.buffer_assignment())
+    assert text["thunk-sequence.txt"] == str(exe.thunks())
+    assert "allocation 0: size 12, parameter 0" in text["buffer-assignment.txt"]
+
+
+def test_opt_pass_dumps_and_timing(tmp_path):
+    proc = cli("--pass", "canonicalize,cse", "--dump-dir", tmp_path, "--dump-pass-regex",
+               "^cse$", "--timing", MLP, tool="kiln-opt")
+    assert proc.returncode == 0, proc.stderr
+    assert dumped(tmp_path) == ["module_0000.mlp.01.passes.cse.mlir", "module_0000.mlp.01.passes.mlir",
+                                "module_0000.mlp.before_optimizations.mlir"]
+    assert "Total wall time" in proc.stderr and "canonicalize" in proc.stderr
+
+
+def test_long_compiles_show_progress(monkeypatch, capfd):
+    from kiln.driver import build
+    monkeypatch.setattr(build, "PROGRESS_AFTER_S", 0.0)
+    kiln.compile(NAMED, progress=True, isolate=False, extra_passes={
+        "fuse": [lambda module: __import__("time").sleep(0.6)]})
+    err = capfd.readouterr().err
+    assert "kiln: compiling @main: " in err and "kiln: compiling @main: done in" in err
+    assert "fuse" in err  # the stage it was in while it waited

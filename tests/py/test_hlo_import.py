@@ -296,9 +296,23 @@ def test_bitcast_of_tiled_layout_follows_tile_order():
     np.testing.assert_array_equal(got, tiles)
 
 
-def test_bitcast_reading_tile_padding_is_an_error():
-    text = TILED_HLO.replace("f32[4,4]{1,0:T(2,2)}", "f32[3,4]{1,0:T(2,2)}").replace("f32[16]", "f32[12]")
-    with pytest.raises(KilnError, match="reads tile padding"):
+def test_bitcast_reading_tile_padding_works():
+    # f32[3,4] in 2x2 tiles fills a 4x4 padded buffer: bitcast to f32[16] reads the padding
+    # (any value is right there), and every real element lands where its tile puts it; a
+    # bitcast to f32[12] reads the first 12 slots, padding included.
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    positions = Shape.parse("f32[3,4]{1,0:T(2,2)}").layout.linear_indices()
+    for size in (16, 12):
+        text = TILED_HLO.replace("f32[4,4]{1,0:T(2,2)}", "f32[3,4]{1,0:T(2,2)}")
+        (got,) = run_stablehlo(hlo_to_stablehlo(text.replace("f32[16]", f"f32[{size}]")), [x])
+        real = positions < size
+        np.testing.assert_array_equal(got[positions[real]], x.reshape(-1)[real])
+
+
+def test_bitcast_reading_past_the_buffer_is_an_error():
+    text = TILED_HLO.replace("f32[4,4]{1,0:T(2,2)} parameter(0)", "f32[2,4]{1,0} parameter(0)")
+    text = text.replace("f32[16]{0} bitcast(x)", "f32[3,4]{1,0:T(2,2)} bitcast(x)")
+    with pytest.raises(KilnError, match=r"reads past the end of the operand's buffer \(8 -> 16"):
         hlo_to_stablehlo(text, "<t>")
 
 

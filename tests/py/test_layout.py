@@ -230,3 +230,252 @@ def test_vectorized_linear_indices_match_scalar_formula():
         lay = s.effective_layout()
         scalar = [lay.linear_index(i, s.dims) for i in all_indices(s.dims)] if s.dims else [0]
         np.testing.assert_array_equal(lay.linear_indices(s.dims), scalar)
+
+
+# ----------------------------------------------------------------------------- physical arrays
+
+from kiln.layout import Pad, Reshape, Slice, Transpose, bitcast_steps, run_steps  # noqa: E402
+
+
+def random_layouts(seed: int, count: int):
+    """(dims, layout) pairs: random shapes, dimension orders, tiles (with '*') and tail
+    padding, each valid for its shape."""
+    r = random.Random(seed)
+    out = []
+    while len(out) < count:
+        rank = r.randint(1, 4)
+        dims = [r.randint(1, 6) for _ in range(rank)]
+        m2m = list(range(rank))
+        r.shuffle(m2m)
+        tiles, cur_rank = [], rank
+        for _ in range(r.randint(0, 2)):
+            k = r.randint(1, cur_rank)
+            t = [r.randint(1, 4) for _ in range(k)]
+            if k > 1 and r.random() < 0.3:
+                t[r.randrange(k - 1)] = COMBINED
+            tiles.append(Tile(tuple(t)))
+            cur_rank = cur_rank + (k - 2 * t.count(COMBINED))
+        align = r.choice([1, 1, 1, 4, 7])
+        out.append((dims, Layout(m2m, tiles, tail_padding_alignment_in_elements=align)))
+    return out
+
+
+def test_physical_array_puts_every_element_at_its_linear_index():
+    # The steps (pad/reshape/transpose per tile) against the linear-index formula: the
+    # physical array, flattened, holds element e at linear_index(e), and its size is the
+    # padded size; to_logical undoes to_physical.
+    for dims, lay in random_layouts(7, 200):
+        x = np.arange(1, int(np.prod(dims)) + 1, dtype=np.int64).reshape(dims)
+        phys = lay.to_physical(x)
+        assert list(phys.shape) == lay.physical_dims(dims), str(lay)
+        assert phys.size == lay.padded_size(dims), str(lay)
+        flat = phys.reshape(-1)
+        np.testing.assert_array_equal(flat[lay.linear_indices(dims)], x.reshape(-1), str(lay))
+        padding = np.ones(flat.size, bool)
+        padding[lay.linear_indices(dims)] = False
+        assert not flat[padding].any(), "padding is written as zeros"
+        np.testing.assert_array_equal(lay.to_logical(phys, dims), x, str(lay))
+
+
+def test_figure1_steps_are_pad_reshape_transpose():
+    lay = Shape.parse("f32[3,5]{1,0:T(2,2)}").layout
+    assert lay.to_physical_steps() == [Pad((1, 1)), Reshape((2, 2, 3, 2)), Transpose((0, 2, 1, 3))]
+    assert lay.physical_dims() == [2, 3, 2, 2]
+    assert lay.to_logical_steps() == [Transpose((0, 2, 1, 3)), Reshape((4, 6)), Slice((3, 5))]
+    # A column-major layout is one transpose; tail padding pads the flat buffer.
+    assert Shape.parse("f32[2,3]{0,1}").layout.to_physical_steps() == [Transpose((1, 0))]
+    assert Shape.parse("f32[5]{0:L(8)}").layout.to_physical_steps() == [Pad((3,))]
+
+
+@pytest.mark.parametrize("text,row_major", [
+    ("f32[2,3]{1,0}", True), ("f32[2,3]{0,1}", False), ("f32[1,3]{0,1}", False),
+    ("f32[4,8]{1,0:T(1,8)}", True), ("f32[4,8]{1,0:T(2,8)}", True), ("f32[4,8]{1,0:T(2,4)}", False),
+    ("f32[3,5]{1,0:T(2,128)}", False), ("f32[8]{0:L(4)}", True), ("f32[7]{0:L(4)}", False),
+])
+def test_stores_row_major(text, row_major):
+    s = Shape.parse(text)
+    assert s.layout.stores_row_major(s.dims) == row_major
+
+
+def test_to_logical_memory_follows_the_dimension_order():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    lay = Layout([0, 2, 1])                      # major to minor: 1, 2, 0
+    phys = lay.to_physical(x)
+    back = lay.to_logical(phys, x.shape)
+    np.testing.assert_array_equal(back, x)
+    assert np.shares_memory(back, phys)          # a permutation: a view of the buffer
+    assert np.argsort(back.strides)[::-1].tolist() == [1, 2, 0]
+    tiled = Layout([0, 1], [Tile((2, 2))])
+    t = tiled.to_logical(tiled.to_physical(x[0]), (3, 4))
+    assert t.strides == (4, 12)                  # untiled, then dimension 0 minor
+
+
+def test_bitcast_steps_reinterpret_the_padded_buffer():
+    # Every pair of random layouts with the same padded size: dst element e is the src
+    # element stored at dst's linear_index(e), or padding.
+    pairs = 0
+    layouts = random_layouts(11, 120)
+    for (sd, sl), (dd, dl) in itertools.product(layouts[:60], layouts[60:]):
+        if sl.padded_size(sd) != dl.padded_size(dd):
+            continue
+        pairs += 1
+        src, dst = Shape("s64", sd, layout=sl), Shape("s64", dd, layout=dl)
+        x = np.arange(1, int(np.prod(sd)) + 1, dtype=np.int64).reshape(sd)
+        got = run_steps(x, bitcast_steps(src, dst))
+        assert list(got.shape) == dd
+        buffer = np.zeros(sl.padded_size(sd), np.int64)
+        buffer[sl.linear_indices(sd)] = x.reshape(-1)
+        expected = buffer[dl.linear_indices(dd)].reshape(dd)
+        real = expected != 0                     # values read from padding may be anything
+        np.testing.assert_array_equal(got[real], expected[real], f"{src} -> {dst}")
+    assert pairs > 20
+
+
+def test_bitcast_steps_of_the_issue_example():
+    # f32[3,5] in (2,128) tiles spans 512 slots: to f32[512] and back.
+    tiled = Shape.parse("f32[3,5]{1,0:T(2,128)}")
+    flat = Shape.parse("f32[512]{0}")
+    x = np.arange(15, dtype=np.float32).reshape(3, 5) + 1
+    buffer = run_steps(x, bitcast_steps(tiled, flat))
+    assert buffer.shape == (512,) and np.count_nonzero(buffer) == 15
+    np.testing.assert_array_equal(buffer[tiled.layout.linear_indices()], x.reshape(-1))
+    np.testing.assert_array_equal(run_steps(buffer, bitcast_steps(flat, tiled)), x)
+    with pytest.raises(KilnError, match="reads past the end"):
+        bitcast_steps(Shape.parse("f32[15]{0}"), tiled)
+
+
+# ----------------------------------------------------------------------------- entry layouts
+
+import kiln  # noqa: E402
+
+ENTRY_LAYOUTS_HLO = """HloModule entry_layouts, entry_computation_layout={(f32[2,3]{0,1}, f32[3,5]{1,0:T(2,2)}, f32[2,3,4]{0,2,1})->(f32[2,3]{0,1}, f32[3,5]{0,1:T(2,2)}, f32[3,5]{1,0}, f32[2,3,4]{1,0,2}, f32[24]{0})}
+
+ENTRY main {
+  p = f32[2,3]{0,1} parameter(0)
+  q = f32[3,5]{1,0:T(2,2)} parameter(1)
+  r = f32[2,3,4]{0,2,1} parameter(2)
+  n = f32[2,3]{0,1} negate(p)
+  m = f32[3,5]{0,1:T(2,2)} multiply(q, q)
+  s = f32[2,3,4]{1,0,2} add(r, r)
+  b = f32[24]{0} bitcast(q)
+  ROOT t = (f32[2,3]{0,1}, f32[3,5]{0,1:T(2,2)}, f32[3,5]{1,0}, f32[2,3,4]{1,0,2}, f32[24]{0}) tuple(n, m, q, s, b)
+}
+"""
+
+
+def entry_inputs():
+    return (np.arange(6, dtype=np.float32).reshape(2, 3) + 1,
+            np.arange(15, dtype=np.float32).reshape(3, 5) + 1,
+            np.arange(24, dtype=np.float32).reshape(2, 3, 4) + 1)
+
+
+def test_entry_layouts_take_and_give_logical_arrays():
+    exe = kiln.compile(ENTRY_LAYOUTS_HLO)
+    x, y, z = entry_inputs()
+    n, m, q, s, b = exe(x, y, z)
+    np.testing.assert_array_equal(n, -x)
+    np.testing.assert_array_equal(m, y * y)
+    np.testing.assert_array_equal(q, y)
+    np.testing.assert_array_equal(s, z + z)
+    # Results' memory follows their layouts' dimension order: {0,1} column-major; {1,0,2}
+    # dimension 2 major, then 0, then 1; the tiled {0,1:T(2,2)} untiled in {0,1} order.
+    assert n.flags.f_contiguous and not n.flags.c_contiguous
+    assert np.argsort(s.strides)[::-1].tolist() == [2, 0, 1]
+    assert m.flags.f_contiguous and q.flags.c_contiguous
+    # The bitcast reads the parameter's tiled buffer: elements at their tiled linear index,
+    # the tile padding (2x3 tiles of 2x2 hold 24 slots for 15 elements) anything.
+    positions = Shape.parse("f32[3,5]{1,0:T(2,2)}").layout.linear_indices()
+    np.testing.assert_array_equal(b[positions], y.reshape(-1))
+
+
+def test_layout_stage_makes_entry_layouts_physical():
+    exe = kiln.compile(ENTRY_LAYOUTS_HLO)
+    assert exe.stage_names()[:4] == ["import", "verify", "layout", "optimize"]
+    text = exe.ir("layout")
+    signature = text[text.index("func.func @main"):text.index("{\n", text.index("func.func @main"))]
+    # Physical arrays, all in the descending layout: 3x2 for {0,1}, tiles for T(2,2).
+    assert 'tensor<3x2xf32> {kiln.layout = "{1,0}"}' in signature
+    assert 'tensor<2x3x2x2xf32> {kiln.layout = "{3,2,1,0}"}' in signature
+    assert 'tensor<4x2x3xf32> {kiln.layout = "{2,1,0}"}' in signature
+    assert 'tensor<3x2x2x2xf32> {kiln.layout = "{3,2,1,0}"}' in signature
+    assert "stablehlo.pad" in text and "stablehlo.slice" in text
+    # The imported program keeps logical types with the layouts it asked for.
+    assert 'tensor<3x5xf32> {kiln.layout = "{1,0:T(2,2)}"}' in exe.ir("import")
+
+
+def test_entry_layouts_verify_against_the_reference_interpreter():
+    exe = kiln.compile(ENTRY_LAYOUTS_HLO)
+    report = exe.verify(*entry_inputs())
+    assert report.ok, str(report)
+    assert report.compared > 5
+
+
+def test_tiled_bitcast_round_trip_through_padding():
+    # The issue's example: f32[3,5]{1,0:T(2,128)} to the 512 slots of its padded buffer, a
+    # computation there, and back.
+    hlo = """HloModule tiled_round_trip
+ENTRY main {
+  x = f32[3,5]{1,0} parameter(0)
+  t = f32[3,5]{1,0:T(2,128)} copy(x)
+  flat = f32[512]{0} bitcast(t)
+  two = f32[] constant(2)
+  twos = f32[512]{0} broadcast(two), dimensions={}
+  doubled = f32[512]{0} multiply(flat, twos)
+  back = f32[3,5]{1,0:T(2,128)} bitcast(doubled)
+  ROOT out = (f32[512]{0}, f32[3,5]{1,0}) tuple(flat, back)
+}
+"""
+    x = np.arange(15, dtype=np.float32).reshape(3, 5) - 7
+    flat, back = kiln.compile(hlo)(x)
+    positions = Shape.parse("f32[3,5]{1,0:T(2,128)}").layout.linear_indices()
+    np.testing.assert_array_equal(flat[positions], x.reshape(-1))
+    np.testing.assert_array_equal(back, 2 * x)
+
+
+def test_jax_layout_mode_is_honoured():
+    source = """
+func.func @main(%a: tensor<2x3xf32> {mhlo.layout_mode = "{0,1}"}, %b: tensor<3xf32> {mhlo.layout_mode = "default"})
+    -> (tensor<3x2xf32> {mhlo.layout_mode = "{0,1}"}) {
+  %0 = stablehlo.transpose %a, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = stablehlo.broadcast_in_dim %b, dims = [0] : (tensor<3xf32>) -> tensor<3x2xf32>
+  %2 = stablehlo.add %0, %1 : tensor<3x2xf32>
+  return %2 : tensor<3x2xf32>
+}"""
+    exe = kiln.compile(source)
+    x, v = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([10, 20, 30], np.float32)
+    (y,) = exe(x, v)
+    np.testing.assert_array_equal(y, x.T + v[:, None])
+    assert y.flags.f_contiguous and not y.flags.c_contiguous
+    assert "mhlo.layout_mode = \"{0,1}\"" not in exe.ir("layout")
+
+
+def test_permutation_layouts_with_dynamic_shapes():
+    source = """
+func.func @main(%a: tensor<?x3xf32> {kiln.layout = "{0,1}"}) -> (tensor<?x3xf32> {kiln.layout = "{0,1}"}) {
+  %0 = stablehlo.exponential %a : tensor<?x3xf32>
+  return %0 : tensor<?x3xf32>
+}"""
+    exe = kiln.compile(source)
+    for rows in (1, 4):
+        x = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3)
+        (y,) = exe(x)
+        np.testing.assert_allclose(y, np.exp(x), rtol=1e-6)
+        assert y.shape == (rows, 3) and (rows == 1 or not y.flags.c_contiguous)
+
+
+def test_bad_entry_layouts_are_located_errors():
+    source = """func.func @main(%a: tensor<2x3xf32> {kiln.layout = "{0,0}"}) -> tensor<2x3xf32> {
+  return %a : tensor<2x3xf32>
+}"""
+    with pytest.raises(KilnError, match=r"argument 0 of @main: layout \{0,0\} does not order") as e:
+        kiln.compile(source, filename="bad.mlir")
+    assert e.value.location.startswith("bad.mlir:1:") and e.value.hint
+
+
+def test_saved_executables_keep_entry_layouts(tmp_path):
+    exe = kiln.compile(ENTRY_LAYOUTS_HLO)
+    exe.save(tmp_path / "layouts.kx")
+    loaded = kiln.load_executable(tmp_path / "layouts.kx")
+    for got, want in zip(loaded(*entry_inputs()), exe(*entry_inputs())):
+        np.testing.assert_array_equal(got, want)
+        assert got.strides == want.strides

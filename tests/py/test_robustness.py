@@ -266,3 +266,11 @@ def test_a_reader_that_hangs_is_stopped(monkeypatch):
             untrusted._server.kill()
             untrusted._server.wait()
         untrusted._server = None
+
+
+def test_ctrl_c_works_after_a_compile_in_this_process():
+    # LLVM installs SIGINT/SIGSEGV handlers of its own when it writes object code; a compile
+    # in the caller's process must leave the process's handlers as they were (this once sent
+    # Ctrl-C round in circles between LLVM's handler and Kiln's until the stack overflowed).
+    kiln.compile(FOREVER.replace("1.0", "2.0"), isolate=False)
+    test_ctrl_c_stops_a_while_true_and_the_executable_stays_usable()

@@ -35,6 +35,9 @@ def broken_tanh(monkeypatch):
 
     monkeypatch.setitem(registry._PASSES, real.name,
                         registry.KilnPass(real.name, real.summary, tanh_as_sin))
+    # The patch lives in this process: compile here, and not from the cache.
+    monkeypatch.setenv("KILN_COMPILE_IN_PROCESS", "1")
+    monkeypatch.setenv("KILN_CACHE", "0")
 
 
 def test_a_correct_program_verifies():

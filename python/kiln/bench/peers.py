@@ -24,10 +24,13 @@ class Peer:
 class KilnPeer(Peer):
     name = "kiln"
 
+    def __init__(self, **options):
+        self.options = options   # kiln.compile options (e.g. opt_level=2)
+
     def compile(self, workload) -> Runner:
         import kiln
         _, args, text = workload.build()
-        exe = kiln.compile(text, filename=f"<bench:{workload.name}>")
+        exe = kiln.compile(text, filename=f"<bench:{workload.name}>", **self.options)
         return lambda: exe(*args)
 
 

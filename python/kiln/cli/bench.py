@@ -9,7 +9,8 @@ import platform
 
 def add_parser(sub) -> None:
     bench = sub.add_parser("bench", help="benchmark Kiln against XLA:CPU and IREE (on demand)")
-    bench.add_argument("workloads", nargs="*", help="workload names (default: all)")
+    bench.add_argument("workloads", nargs="*",
+                       help="workload names (default: all); with --compile-time, program names")
     bench.add_argument("--list", action="store_true", help="list the workloads and exit")
     bench.add_argument("--peers", default="kiln,xla,iree,numpy",
                        help="comma-separated peers to run (kiln is always included)")
@@ -17,6 +18,13 @@ def add_parser(sub) -> None:
                        help="seconds of timed calls per workload (all peers together)")
     bench.add_argument("--min-rounds", type=int, default=5)
     bench.add_argument("--json", help="also write the results as JSON here")
+    bench.add_argument("--compile-time", action="store_true",
+                       help="measure compile time instead: Kiln against XLA:CPU on JAX's exports "
+                            "of the workloads and of the test programs (cold, interleaved)")
+    bench.add_argument("--rounds", type=int, default=3,
+                       help="--compile-time: compiles of each program per compiler (median)")
+    bench.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3),
+                       help="LLVM optimization level for Kiln (default: Kiln's)")
 
 
 def machine() -> dict:
@@ -37,12 +45,17 @@ def run(args) -> int:
     from ..bench import peers as peer_mod
     from ..bench import runner
     from ..bench.workloads import WORKLOADS, by_name
+    if args.compile_time:
+        return run_compile_time(args)
     if args.list:
         for w in WORKLOADS:
             print(f"{w.name:12} {w.note}")
         return 0
     wanted = {"kiln", *[p.strip() for p in args.peers.split(",") if p.strip()]}
     peers = [p for p in peer_mod.all_peers() if p.name in wanted]
+    if args.opt_level is not None:
+        peers = [peer_mod.KilnPeer(opt_level=args.opt_level) if p.name == "kiln" else p
+                 for p in peers]
     names = [p.name for p in peers]
     info = machine()
     print(f"kiln bench: {info['cpu']}, {info['cores']} cores, {info['date']}", flush=True)
@@ -66,4 +79,25 @@ def run(args) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(runner.to_json(rows, names, info), f, indent=1)
+    return 0
+
+
+def run_compile_time(args) -> int:
+    from ..bench import compile_time
+    selected = compile_time.programs(args.workloads)
+    if args.list:
+        for p in selected:
+            print(p.name)
+        return 0
+    options = {} if args.opt_level is None else {"opt_level": args.opt_level}
+    info = machine()
+    print(f"kiln bench --compile-time: {info['cpu']}, {info['cores']} cores, {info['date']}; "
+          f"{len(selected)} programs, {args.rounds} round(s), KILN_CACHE=0", flush=True)
+    results = compile_time.run(selected, rounds=args.rounds, kiln_options=options,
+                               log=lambda s: print(s, flush=True))
+    print()
+    print(compile_time.table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(compile_time.to_json(results, info, args.rounds, options), f, indent=1)
     return 0

@@ -16,7 +16,8 @@ def main(argv=None) -> int:
                         help="print the directory holding kiln/custom_call.h")
     sub = parser.add_subparsers(dest="command", parser_class=ArgumentParser)
 
-    run = sub.add_parser("run", help="compile FILE and run its entry function")
+    run = sub.add_parser("run", help="compile FILE (or load an executable, .kx) and run its "
+                                     "entry function")
     run.add_argument("file")
     run.add_argument("--entry", help="function to run (default: main or the only public one)")
     run.add_argument("--target", default="cpu")
@@ -24,15 +25,21 @@ def main(argv=None) -> int:
                      "or .npy for one argument")
     run.add_argument("--output", help="write the results to this .npz")
     run.add_argument("--print", action="store_true", help="print the results")
-    run.add_argument("--dump-dir", help="write the IR before and after optimizations and after "
-                     "every stage here (XLA: --xla_dump_to)")
-    run.add_argument("--dump-pass-regex", metavar="REGEX",
-                     help="also dump the IR after every pass whose name matches (with --dump-dir)")
-    run.add_argument("--timing", action="store_true",
-                     help="print the time of each stage and pass on stderr (like -mlir-timing)")
+    _add_compile_flags(run)
     run.add_argument("--verify", action="store_true",
                      help="also run the program in the StableHLO reference interpreter and name "
                           "the first operation whose value differs")
+
+    comp = sub.add_parser("compile", help="compile FILE ahead of time into an executable "
+                                           "(.kx) that `kiln run` and kiln.load_executable load")
+    comp.add_argument("file")
+    comp.add_argument("-o", "--output", required=True, help="the executable to write (.kx)")
+    comp.add_argument("--entry", help="function to compile (default: main or the only public one)")
+    comp.add_argument("--target", default="cpu")
+    comp.add_argument("--arg-shapes", metavar="SHAPES",
+                      help="for a dynamic signature: the argument shapes to compile, e.g. "
+                           "'2x3,3' (one per argument; ';' separates several sets)")
+    _add_compile_flags(comp)
 
     conf = sub.add_parser("conformance", help="run conformance programs, each in its own process")
     conf.add_argument("paths", nargs="+", help="files or directories of .mlir programs")
@@ -54,12 +61,59 @@ def main(argv=None) -> int:
         return 0
     if args.command == "run":
         return guarded("kiln run", lambda: _run(args), args)
+    if args.command == "compile":
+        return guarded("kiln compile", lambda: _compile(args), args)
     if args.command == "conformance":
         return guarded("kiln conformance", lambda: _conformance(args), args)
     if args.command == "bench":
         return guarded("kiln bench", lambda: bench.run(args), args)
     parser.print_help()
     return 2
+
+
+def _add_compile_flags(command) -> None:
+    command.add_argument("--dump-dir", help="write the IR before and after optimizations, after "
+                         "every stage, and the buffer assignment and thunk sequence here "
+                         "(XLA: --xla_dump_to)")
+    command.add_argument("--dump-pass-regex", metavar="REGEX",
+                         help="also dump the IR after every pass whose name matches "
+                              "(with --dump-dir)")
+    command.add_argument("--timing", action="store_true",
+                         help="print the time of each stage and pass on stderr (like -mlir-timing)")
+
+
+def _compile_options(args) -> dict:
+    return {name: value for name, value in (("dump_dir", args.dump_dir),
+                                            ("dump_pass_regex", args.dump_pass_regex),
+                                            ("timing", args.timing)) if value}
+
+
+def _parse_arg_shapes(text: str) -> list[tuple[tuple[int, ...], ...]]:
+    from ..errors import KilnError
+    sets = []
+    for group in text.split(";"):
+        try:
+            sets.append(tuple(tuple(int(d) for d in shape.split("x") if d.strip())
+                              if shape.strip() else () for shape in group.split(",")))
+        except ValueError:
+            raise KilnError(f"--arg-shapes: cannot read {group!r}",
+                            hint="shapes like '2x3,3' (one per argument; '' for a scalar)") from None
+    return sets
+
+
+def _compile(args) -> int:
+    import kiln
+    exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry,
+                       **_compile_options(args))
+    for shapes in _parse_arg_shapes(args.arg_shapes) if args.arg_shapes else []:
+        exe._compiled_for(tuple(shapes))
+    if args.timing:
+        from ..pipeline import format_timings
+        print(format_timings(exe.timings), file=sys.stderr)
+    exe.save(args.output)
+    print(f"wrote {args.output}: @{exe.entry}(" + ", ".join(map(str, exe.arg_specs)) + ") -> ("
+          + ", ".join(map(str, exe.result_specs)) + ")")
+    return 0
 
 
 def _load_inputs(path: str) -> list[np.ndarray]:
@@ -85,10 +139,11 @@ def _load_inputs(path: str) -> list[np.ndarray]:
 def _run(args) -> int:
     import kiln
     from ..errors import KilnError
-    options = {name: value for name, value in (("dump_dir", args.dump_dir),
-                                                ("dump_pass_regex", args.dump_pass_regex),
-                                                ("timing", args.timing)) if value}
-    exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry, **options)
+    if _is_executable(args.file):
+        exe = kiln.load_executable(args.file)
+    else:
+        exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry,
+                           **_compile_options(args))
     if args.timing:
         from ..pipeline import format_timings
         print(format_timings(exe.timings), file=sys.stderr)
@@ -119,6 +174,18 @@ def _run(args) -> int:
         print(report, file=sys.stdout if report.ok else sys.stderr)
         verified = report.ok
     return 1 if failed or not verified else 0
+
+
+def _is_executable(path: str) -> bool:
+    """A `.kx` file (a zip archive with Kiln's manifest), by suffix or content."""
+    import zipfile
+    if path.endswith(".kx"):
+        return True
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "manifest.json" in archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 def _conformance(args) -> int:

@@ -27,9 +27,10 @@ def main(argv=None) -> int:
                        help="print every registered Kiln pass with its summary")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--entry", help="entry function (default: main or the only public one)")
-    parser.add_argument("--dump-dir", help="with --stage: write the IR before and after "
-                        "optimizations and after every stage here (XLA: --xla_dump_to)")
-    parser.add_argument("--dump-pass-regex", metavar="REGEX", help="with --stage and --dump-dir: "
+    parser.add_argument("--dump-dir", help="write the input and the IR after every stage (with "
+                        "--stage) or after the passes (with --pass/--pass-pipeline) here "
+                        "(XLA: --xla_dump_to)")
+    parser.add_argument("--dump-pass-regex", metavar="REGEX", help="with --dump-dir: "
                         "also dump the IR after every pass whose name matches")
     parser.add_argument("--timing", action="store_true", help="print the time of each stage "
                         "(with --stage) or pass on stderr, like -mlir-timing")
@@ -108,12 +109,12 @@ def _one(source, filename: str, args) -> str:
     if pipeline:
         option = _pipeline_option(args)
         steps = parse_pipeline(pipeline, ctx, args.entry, where=option)
-        if not args.timing:
+        if not (args.timing or args.dump_dir or args.dump_pass_regex):
             run_steps(module, steps, filename, option)
             return str(module)
         from ..pipeline import Stage
-        _run_instrumented(module, [Stage(option, "the pipeline given", steps)], None, filename,
-                          args)
+        _run_instrumented(module, [Stage("passes", f"the {option} given", steps)], None,
+                          filename, args)
         return str(module)
     if not args.stage or args.stage == "import":
         return str(module)

@@ -7,18 +7,27 @@ which result is which) and what a compiled specialisation keeps.
 from __future__ import annotations
 
 import io
+import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from torch_mlir import ir
 
+from ..context import make_context
 from ..errors import KilnError
+from ..frontend.convention import CallingConvention
 from ..lowering.checks import read_checks
 from ..lowering.entry import read_result_sources
 from ..lowering.ir_util import find_entry, function_type, symbol_name
+from ..lowering.legalize.custom_calls import read_sites
+from ..targets.objects import host_cpu
 from ..dumping import DumpWriter, program_name
 from ..pipeline import StageTiming, run_stages
 from ..runtime.memref import TensorSpec
 from ..targets.base import Invoker, Target
+from . import plan
+from .artifact import Artifact, kiln_build
+from .specialize import specialize_to
 
 
 def tensor_spec(t: ir.Type, what: str) -> TensorSpec:
@@ -43,27 +52,106 @@ def signature(module: ir.Module, entry: str | None) -> tuple[str, list[TensorSpe
 
 @dataclass
 class Compiled:
-    """One fully compiled specialization of the entry function."""
+    """One compiled specialization of the entry function, loaded in this process."""
     invoke: Invoker
-    results: list[TensorSpec]          # every distinct compiled result, check operands included
-    sources: list[int]                 # program result i is compiled result sources[i]
-    user_results: int
-    checks: list[dict]
-    timings: list[StageTiming] = field(default_factory=list)
-    context: ir.Context | None = None  # keeps the JITed module's context alive
-    dimension_values: dict[int, int] = field(default_factory=dict)  # JAX dimension arguments
+    artifact: Artifact
+
+    @property
+    def results(self) -> list[TensorSpec]:
+        return self.artifact.results
+
+    @property
+    def sources(self) -> list[int]:
+        return self.artifact.sources
+
+    @property
+    def user_results(self) -> int:
+        return self.artifact.user_results
+
+    @property
+    def checks(self) -> list[dict]:
+        return self.artifact.checks
+
+    @property
+    def timings(self) -> list[StageTiming]:
+        return self.artifact.timings
+
+    @property
+    def dimension_values(self) -> dict[int, int]:
+        return self.artifact.dimension_values
 
 
-def compile_module(module: ir.Module, target: Target, entry: str, filename: str,
-                   dimension_values: dict[int, int]) -> Compiled:
-    """Run every stage of `target` on `module` (already specialised to static argument
-    shapes) and load the result. `module`'s context is kept alive by the result."""
+@dataclass
+class CompileRequest:
+    """Everything a compile needs, as plain data: it may run in a worker process."""
+    imported: bytes                    # the imported module, bytecode (entry tuples flattened)
+    entry: str
+    filename: str
+    target: str
+    options: dict
+    arg_specs: list[TensorSpec]
+    shapes: tuple | None               # concrete argument shapes (None: the signature's own)
+    convention: CallingConvention
+    module_id: int                     # numbers the dump files (dumping.py)
+    custom_calls: list = field(default_factory=list)  # the caller's REGISTRY.describe()
+    want_plan: bool = False            # also record the execution plan (plan.py)
+
+
+def specialised_module(request: CompileRequest, ctx: ir.Context) -> tuple[ir.Module, dict[int, int]]:
+    """The imported module, specialised to the request's shapes when the signature is dynamic;
+    with the values that implies for JAX's dimension arguments."""
+    with ctx:
+        module = ir.Module.parse(request.imported)
+    dimension_values: dict[int, int] = {}
+    specs = request.arg_specs
+    if request.shapes is not None and not all(s.is_static for s in specs):
+        types = [s.mlir_type(tuple(shape)) for s, shape in zip(specs, request.shapes)]
+        dimension_values = specialize_to(module, request.entry, types, request.filename,
+                                         request.convention)
+    return module, dimension_values
+
+
+# Called with (stage, pass or None) as a compile reaches each stage (and pass, when asked).
+ProgressHook = Callable[[str, str | None], None]
+
+
+def compile_artifact(request: CompileRequest, progress: ProgressHook | None = None,
+                     reproduce: dict | None = None, context: ir.Context | None = None) -> Artifact:
+    """Specialise, run every stage of the request's target and emit object code. Runs in a
+    compile worker (driver/worker.py) or, when asked, in the caller. `progress(stage, None)`
+    is told of each stage as it starts; `reproduce` holds the worker's reproducer hooks
+    ("stage_start": (stage, module), "after_pass": (stage, pass, module)). A worker passes
+    the `context` it made before forking."""
+    from ..targets import get_target
+    target = get_target(request.target, **request.options)
+    entry, filename = request.entry, request.filename
+    module, dimension_values = specialised_module(request, context or make_context())
     timings: list[StageTiming] = []
     stages = target.stages(entry)
-    dumper = dump_writer(target.options, module, filename)
+    dumper = dump_writer(target.options, module, filename, request.module_id)
+    after_pass = dumper.after_pass if dumper and dumper.pass_pattern else None
+    reproduce = reproduce or {}
+    if "after_pass" in reproduce:
+        after_pass = _chain_pass_hooks(after_pass, reproduce["after_pass"])
+
+    def before_stage(stage: str, m: ir.Module) -> None:
+        if progress is not None:
+            progress(stage, None)
+        if "stage_start" in reproduce:
+            reproduce["stage_start"](stage, m)
+    plan_json = None
+
+    def dump(stage: str, m: ir.Module) -> None:
+        nonlocal plan_json
+        if dumper:
+            dumper.stage(stage, m)
+        if stage == "codegen" and (request.want_plan or dumper):
+            assignment, thunks = plan.analyse_module(m, entry, len(results))
+            plan_json = plan.to_json(assignment, thunks)
+            if dumper:
+                dumper.plan(str(assignment), str(thunks))
     hooks = {"timings": timings, "pass_timing": bool(target.options.get("timing")),
-             "dump": dumper.stage if dumper else None,
-             "after_pass": dumper.after_pass if dumper and dumper.pass_pattern else None}
+             "dump": dump, "after_pass": after_pass, "before_stage": before_stage}
     if dumper:
         dumper.before_optimizations(module)
     # The signature is read after `optimize` (checks outlined) and before `legalize`
@@ -80,13 +168,38 @@ def compile_module(module: ir.Module, target: Target, entry: str, filename: str,
                         + ", ".join(map(str, results)),
                         location=filename, hint="results must have static shapes")
     run_stages(module, stages[split:], filename, **hooks)
-    invoke = target.load(module, entry)
-    return Compiled(invoke, results, sources,
-                    len(sources) if user_results is None else user_results, checks, timings,
-                    module.context, dimension_values)
+    sites = [s.to_json() for s in read_sites(module)]
+    if progress is not None:
+        progress("llvm", None)
+    start = time.perf_counter()
+    code = target.emit(module, entry)
+    timings.append(StageTiming("llvm", time.perf_counter() - start))
+    return Artifact(target.name, entry, code.symbol, code.code, code.externals, sites, results,
+                    sources, len(sources) if user_results is None else user_results, checks,
+                    dimension_values, host_cpu(), kiln_build(), timings, plan_json)
 
 
-def dump_writer(options: dict, module: ir.Module, filename: str) -> DumpWriter | None:
+def _chain_pass_hooks(first, second):
+    if first is None:
+        return second
+
+    def both(stage, step, module):
+        first(stage, step, module)
+        second(stage, step, module)
+    return both
+
+
+def load_compiled(artifact: Artifact, target: Target, what: str) -> Compiled:
+    """Link an artifact's code into this process."""
+    artifact.check_loadable(what)
+    from ..targets.base import CompiledCode
+    invoke = target.load(CompiledCode(artifact.code, artifact.symbol, artifact.externals),
+                         artifact.call_sites, what)
+    return Compiled(invoke, artifact)
+
+
+def dump_writer(options: dict, module: ir.Module, filename: str,
+                module_id: int | None = None) -> DumpWriter | None:
     """The writer for the `dump_dir=` / `dump_pass_regex=` options, if dumps are asked for."""
     if options.get("dump_pass_regex") and not options.get("dump_dir"):
         raise KilnError("dump_pass_regex= needs dump_dir=: the directory to write the IR to",
@@ -94,7 +207,7 @@ def dump_writer(options: dict, module: ir.Module, filename: str) -> DumpWriter |
     if not options.get("dump_dir"):
         return None
     return DumpWriter(options["dump_dir"], program_name(module, filename),
-                      options.get("dump_pass_regex"))
+                      options.get("dump_pass_regex"), module_id)
 
 
 def to_bytecode(module: ir.Module) -> bytes:

@@ -8,6 +8,7 @@ exports (`.flat(*arrays)` always takes and returns flat arrays).
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -15,7 +16,7 @@ from torch_mlir import ir
 
 from ..context import make_context
 from ..diagnostics import format_location
-from ..dialects import kiln as names
+from ..layout import Layout
 from ..errors import CheckFailure, KilnError, api_boundary
 from ..frontend.convention import PLAIN, CallingConvention
 from ..lowering.ir_util import find_entry
@@ -26,8 +27,11 @@ from ..runtime.dtypes import normalize_sub_byte
 from ..runtime.memref import TensorSpec
 from ..targets.base import Target
 from . import avals, calling, plan
-from .compiler import Compiled, compile_module, signature, to_bytecode
-from .specialize import specialize_to
+from ..dumping import next_module_id
+from ..runtime.custom_call import REGISTRY
+from . import build
+from .compiler import (Compiled, CompileRequest, load_compiled, signature, specialised_module,
+                       to_bytecode)
 
 
 class Executable:
@@ -42,11 +46,27 @@ class Executable:
             flatten_entry_tuples(imported, entry)
         self._imported = to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
-        self.result_orders = _result_memory_orders(find_entry(imported, self.entry))
+        self.layouts = EntryLayouts.read(find_entry(imported, self.entry), filename)
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         if compile_now and all(s.is_static for s in self.arg_specs):
             self._compiled_for(tuple(s.shape for s in self.arg_specs))
+
+    @classmethod
+    def load(cls, path, verify: bool = False) -> Executable:
+        """The executable saved in a `.kx` file, its code linked in, nothing compiled."""
+        from .saved import read
+        saved = read(path)
+        exe = cls.__new__(cls)
+        exe.target, exe.filename, exe.convention = saved.target, saved.filename, saved.convention
+        exe.verify_calls = verify
+        exe._imported, exe.entry = saved.imported, saved.entry
+        exe.arg_specs, exe.result_specs = saved.arg_specs, saved.result_specs
+        exe.layouts = EntryLayouts.from_json(saved.layouts)
+        exe._lock = threading.Lock()
+        exe._cache = {shapes: load_compiled(artifact, exe.target, f"@{exe.entry} of {path}")
+                      for shapes, artifact in saved.artifacts.items()}
+        return exe
 
     # -- introspection -------------------------------------------------------------------------
     @property
@@ -93,8 +113,19 @@ class Executable:
                             hint="stages: " + ", ".join(self.stage_names()))
         given = [s for s in arg_shapes if s is not None]
         shapes = [tuple(s) for s in given] if given and len(given) == len(arg_shapes) else None
+        key = tuple(shapes) if shapes else tuple(s.shape for s in self.arg_specs)
+        compiled = self._cache.get(key)
+        if compiled is not None and compiled.artifact.plan is not None:
+            return plan.from_json(compiled.artifact.plan)  # recorded when it was compiled
         text = self.ir("codegen", arg_shapes=shapes)
         return plan.analyse(text, self.entry, len(self.result_specs))
+
+    @api_boundary
+    def save(self, path) -> None:
+        """Write this executable, with every specialisation compiled so far, to a `.kx` file
+        that `kiln.load_executable` loads without compiling (driver/saved.py)."""
+        from .saved import save
+        save(self, path)
 
     @property
     def in_avals(self) -> tuple[avals.ShapedArray, ...]:
@@ -110,6 +141,12 @@ class Executable:
         if self.convention.out_avals is not None:
             return tuple(avals.from_symbolic(a) for a in self.convention.out_avals)
         return tuple(avals.from_spec(s) for s in self.result_specs)
+
+    @property
+    def origins(self) -> dict[tuple, str]:
+        """Per compiled argument shapes, where its code came from: "compiled" (this process
+        compiled it), "cache" (the persistent compile cache) or "file" (a `.kx` executable)."""
+        return {shapes: c.artifact.origin for shapes, c in self._cache.items()}
 
     @property
     def has_checks(self) -> bool:
@@ -168,7 +205,7 @@ class Executable:
                     f"argument (JAX shape polymorphism) it must be {value}, the size the other "
                     f"arguments' shapes give", hint="pass the matching size")
         buffers = [_result_buffer(s, i, self.entry) for i, s in enumerate(compiled.results)]
-        compiled.invoke(arrays + buffers)
+        compiled.invoke(self.layouts.physical_arguments(arrays) + buffers)
         for out, spec in zip(buffers, compiled.results):
             normalize_sub_byte(out, spec.element)
         first_use: set[int] = set()
@@ -178,8 +215,7 @@ class Executable:
             first_use.add(source)
         outcomes = [check_eval.evaluate({**c, "loc": format_location(c["loc"], self.filename)},
                                         [outputs[i] for i in c["results"]]) for c in compiled.checks]
-        results = [_in_memory_order(out, order) for out, order in
-                   zip(outputs[:compiled.user_results], self.result_orders + [None] * len(outputs))]
+        results = self.layouts.logical_results(outputs[:compiled.user_results])
         return tuple(results), outcomes
 
     def _coerce(self, args) -> list[np.ndarray]:
@@ -195,14 +231,15 @@ class Executable:
     def _module(self, ctx: ir.Context, arg_shapes) -> tuple[ir.Module, dict[int, int]]:
         """The imported module, specialised to `arg_shapes` when the signature is dynamic;
         with the values that implies for JAX's dimension arguments."""
-        with ctx:
-            module = ir.Module.parse(self._imported)
-        dimension_values: dict[int, int] = {}
-        if arg_shapes is not None and not all(s.is_static for s in self.arg_specs):
-            types = [s.mlir_type(tuple(shape)) for s, shape in zip(self.arg_specs, arg_shapes)]
-            dimension_values = specialize_to(module, self.entry, types, self.filename,
-                                             self.convention)
-        return module, dimension_values
+        return specialised_module(self._request(arg_shapes), ctx)
+
+    def _request(self, shapes, want_plan: bool = False) -> CompileRequest:
+        dynamic = not all(s.is_static for s in self.arg_specs)
+        return CompileRequest(
+            self._imported, self.entry, self.filename, self.target.name,
+            dict(self.target.options), list(self.arg_specs),
+            tuple(tuple(s) for s in shapes) if dynamic and shapes is not None else None,
+            self.convention, next_module_id(), REGISTRY.describe(), want_plan)
 
     def _compiled_for(self, shapes: tuple) -> Compiled:
         with self._lock:
@@ -210,38 +247,87 @@ class Executable:
                 self._cache[shapes] = self._compile(shapes)
             return self._cache[shapes]
 
-    def _compile(self, shapes) -> Compiled:
-        module, dimension_values = self._module(make_context(), shapes)
-        return compile_module(module, self.target, self.entry, self.filename, dimension_values)
+    def _compile(self, shapes, want_plan: bool = False) -> Compiled:
+        artifact = build.obtain(self._request(shapes, want_plan))
+        return load_compiled(artifact, self.target, f"@{self.entry} of {self.filename}")
 
 
-def _result_memory_orders(func: ir.Operation) -> list[tuple[int, ...] | None]:
-    """Per result, the dimension order (major to minor) its `kiln.layout` (an HLO layout
-    the importer recorded, e.g. "{0,1}") asks for, or None for row-major / no layout."""
-    if "res_attrs" not in func.attributes:
-        return []
-    orders = []
-    for attrs in ir.ArrayAttr(func.attributes["res_attrs"]):
-        entries = {a.name: a.attr for a in ir.DictAttr(attrs)}
-        order = None
-        if names.LAYOUT in entries:
-            text = ir.StringAttr(entries[names.LAYOUT]).value.strip("{}").split(":")[0]
-            minor_to_major = [int(x) for x in text.split(",") if x.strip()]
-            major_to_minor = tuple(reversed(minor_to_major))
-            if sorted(major_to_minor) == list(range(len(major_to_minor))) and \
-                    major_to_minor != tuple(range(len(major_to_minor))):
-                order = major_to_minor
-        orders.append(order)
-    return orders
+class EntryLayouts:
+    """The layouts of the entry's parameters and results at the runtime boundary.
+
+    Callers pass and get *logical* arrays (JAX's view: a layout is where elements live, not
+    what the value is). The `layout` stage compiles a parameter or result with a non-default
+    layout as its physical array (lowering/layouts.py), so each such argument is converted
+    to the buffer XLA would hold, and each such result back to the logical array: a view
+    whose strides follow a permutation layout ({0,1}: column-major memory), a copy in the
+    layout's dimension order for a tiled one (numpy strides cannot express tiles).
+    """
+
+    def __init__(self, params: list[str | None], results: list[tuple[str, list[int] | None] | None]):
+        self.params = params      # layout text per parameter; None: stored row-major
+        self.results = results    # (layout text, logical dims if static) per result
+
+    @staticmethod
+    def read(func: ir.Operation, filename: str) -> "EntryLayouts":
+        """The layouts the imported entry function asks for (kiln.layout, mhlo.layout_mode),
+        decided as `kiln-layout-assignment` decides them and kept where
+        `kiln-layout-normalization` makes the compiled value physical."""
+        from ..lowering.ir_util import function_type, symbol_name
+        from ..lowering.layouts import requested_layout
+        ftype, name = function_type(func), symbol_name(func)
+        where = format_location(func.location, filename)
+
+        def converted(key: str, types, what: str) -> list[tuple[str, list[int] | None] | None]:
+            dicts = ([{a.name: a.attr for a in ir.DictAttr(d)} for d in ir.ArrayAttr(func.attributes[key])]
+                     if key in func.attributes else [{} for _ in types])
+            found = []
+            for i, (attrs, t) in enumerate(zip(dicts, types)):
+                layout = requested_layout(attrs, t, f"{what} {i} of @{name}", where)
+                # Tiled layouts need static shapes (requested_layout checks), so a dynamic
+                # shape here has a permutation layout, whose physical order needs no sizes.
+                dims = list(ir.RankedTensorType(t).shape) if layout is not None else []
+                if layout is None or layout.stores_row_major(dims):
+                    found.append(None)
+                else:
+                    static = ir.RankedTensorType(t).has_static_shape
+                    found.append((str(layout), dims if static else None))
+            return found
+        params = [p[0] if p else None for p in converted("arg_attrs", ftype.inputs, "argument")]
+        return EntryLayouts(params, converted("res_attrs", ftype.results, "result"))
+
+    def to_json(self) -> dict:
+        return {"params": self.params, "results": [list(r) if r else None for r in self.results]}
+
+    @staticmethod
+    def from_json(data: dict) -> "EntryLayouts":
+        return EntryLayouts(list(data["params"]), [tuple(r) if r else None for r in data["results"]])
+
+    def physical_arguments(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The buffers the compiled entry takes for the logical `arrays`."""
+        out = []
+        for array, text in zip(arrays, self.params + [None] * len(arrays)):
+            layout = _parsed_layout(text) if text else None
+            if layout is not None and not layout.stores_row_major(array.shape):
+                array = layout.to_physical(array)
+            out.append(array)
+        return out
+
+    def logical_results(self, buffers: list[np.ndarray]) -> list[np.ndarray]:
+        """The logical arrays the compiled entry's result `buffers` hold."""
+        out = []
+        for buffer, result in zip(buffers, self.results + [None] * len(buffers)):
+            if result is not None:
+                layout, dims = _parsed_layout(result[0]), result[1]
+                if dims is None:  # a permutation: the logical dims are the physical ones, reordered
+                    dims = [buffer.shape[layout.major_to_minor.index(k)] for k in range(buffer.ndim)]
+                buffer = layout.to_logical(buffer, dims)
+            out.append(buffer)
+        return out
 
 
-def _in_memory_order(array: np.ndarray, order: tuple[int, ...] | None) -> np.ndarray:
-    """The same logical array, its memory laid out major-to-minor in `order` (numpy strides
-    express any dimension order; tiling is the importer's business)."""
-    if order is None or array.ndim != len(order):
-        return array
-    physical = np.ascontiguousarray(array.transpose(order))
-    return physical.transpose(np.argsort(order))
+@functools.lru_cache(maxsize=256)
+def _parsed_layout(text: str) -> Layout:
+    return Layout.parse(text)
 
 
 def _result_buffer(spec: TensorSpec, index: int, entry: str) -> np.ndarray:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from torch_mlir import ir
 
 from ..context import make_context
+from ..dialects import kiln as names
 from ..errors import KilnError
 from ..lowering.ir_util import find_entry, walk
 
@@ -169,6 +170,13 @@ def analyse(codegen_ir: str, entry: str | None, num_results: int
     last `num_results` arguments are the caller-owned results."""
     with make_context():
         module = ir.Module.parse(codegen_ir)
+        return analyse_module(module, entry, num_results)
+
+
+def analyse_module(module: ir.Module, entry: str | None, num_results: int
+                   ) -> tuple[BufferAssignment, ThunkSequence]:
+    """`analyse` on a module in hand (the compiler's, right after `codegen`)."""
+    with module.context:
         return _Analysis(find_entry(module, entry), num_results).run()
 
 
@@ -183,6 +191,7 @@ class _Analysis:
         self.pointer: dict[ir.Value, Buffer] = {}         # an integer address of a buffer
         self.array_of: dict[ir.Value, ir.Value] = {}      # an address of a pointer array
         self.arrays: dict[ir.Value, list[Buffer]] = {}    # pointer array -> buffers in it
+        self.site_slots: set[ir.Value] = set()            # custom-call site address globals
         self.counter = 0
 
     def run(self):
@@ -241,7 +250,10 @@ class _Analysis:
         elif op.name in ("memref.alloc", "memref.alloca"):
             self._add("temp", op.results[0], _name(op.results[0]), (where, where))
         elif op.name == "memref.get_global":
-            self._add("constant", op.results[0], _name(op.results[0]), (where, where))
+            if _is_call_site(op):
+                self.site_slots.add(op.results[0])  # runtime bookkeeping, not program data
+            else:
+                self._add("constant", op.results[0], _name(op.results[0]), (where, where))
         elif op.name in _VIEW_OPS:
             source = self._buffer(op.operands[0])
             if source is not None:
@@ -273,6 +285,8 @@ class _Analysis:
         name = op.name
         if name in _NO_WORK or name == "memref.alloca_scope":
             return None
+        if name == "memref.load" and op.operands[0] in self.site_slots:
+            return None  # reading a custom call's site address: part of the call
         if name == "memref.copy":
             return self._make("copy", where, reads=[op.operands[0]], writes=[op.operands[1]])
         if name == "func.call":
@@ -356,6 +370,12 @@ class _Analysis:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+def _is_call_site(op: ir.Operation) -> bool:
+    """A custom call's site-address global (lowering/legalize/custom_calls.py)."""
+    name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+    return name.startswith(names.CALL_SITE_SYMBOL)
+
 
 def _pack(temps: list[Buffer]) -> int:
     """Greedy first fit, largest first: each temporary takes the lowest aligned offset free of
@@ -441,3 +461,38 @@ def _human(n: int) -> str:
 
 def _is(kind, mlir_type) -> bool:
     return isinstance(mlir_type, kind)
+
+
+# -- saving ------------------------------------------------------------------------------------
+
+def to_json(assignment: BufferAssignment, thunks: ThunkSequence) -> dict:
+    """The plan as JSON (saved with compiled code in `.kx` files and the compile cache)."""
+    def thunk(t: Thunk) -> dict:
+        return {"kind": t.kind, "name": t.name, "position": t.position,
+                "reads": [b.index for b in t.reads], "writes": [b.index for b in t.writes],
+                "target": t.target, "nested": [[thunk(x) for x in body] for body in t.nested]}
+    buffers = [{"index": b.index, "kind": b.kind, "name": b.name, "type": b.type, "size": b.size,
+                "live": list(b.live), "parameter": b.parameter, "offset": b.offset,
+                "values": b.values} for b in assignment.buffers]
+    return {"buffers": buffers, "thunks": [thunk(t) for t in thunks]}
+
+
+def from_json(data: dict) -> tuple[BufferAssignment, ThunkSequence]:
+    buffers = [Buffer(b["index"], b["kind"], b["name"], b["type"], b["size"], tuple(b["live"]),
+                      b["parameter"], b["offset"], list(b["values"])) for b in data["buffers"]]
+    by_index = {b.index: b for b in buffers}
+
+    def thunk(t: dict) -> Thunk:
+        return Thunk(t["kind"], t["name"], t["position"], [by_index[i] for i in t["reads"]],
+                     [by_index[i] for i in t["writes"]], t["target"],
+                     [[thunk(x) for x in body] for body in t["nested"]])
+    assignment = BufferAssignment.__new__(BufferAssignment)
+    assignment.buffers = buffers
+    assignment.temp_bytes = _pack_saved(buffers)
+    return assignment, ThunkSequence([thunk(t) for t in data["thunks"]], assignment)
+
+
+def _pack_saved(buffers: list[Buffer]) -> int:
+    """The arena size of temporaries whose offsets were already assigned."""
+    temps = [b for b in buffers if b.kind == "temp"]
+    return max((b.offset + b.size for b in temps), default=0)

@@ -65,6 +65,8 @@ def verify_executable(exe, arrays: list[np.ndarray]) -> VerifyReport:
     from .. import reference
     from ..lowering.ir_util import find_entry, function_type, symbol_name
     optimized = exe.ir("optimize", arg_shapes=[a.shape for a in arrays], locations=True)
+    # After the `layout` stage, parameters with a non-default layout take physical arrays.
+    arrays = exe.layouts.physical_arguments(arrays)
     with make_context() as ctx:
         module = ir.Module.parse(optimized)
         func = find_entry(module, exe.entry)

@@ -146,25 +146,45 @@ def _serve() -> None:
     faulthandler.disable()  # a child's crash is an expected, reported outcome
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     from ..context import make_context
+    from . import jax_export  # noqa: F401  (imported once here, not in every child)
     from .detect import Format
+    # One context, made here and inherited by every child: making it (every upstream dialect
+    # registered, Kiln's loaded) took longer than reading a small program. A child's changes
+    # to it die with the child. Single-threaded, so the server never has a thread pool to fork.
+    context = make_context()
+    context.enable_multithreading(False)
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
             fmt_name, data, filename = _receive(requests)
         except EOFError:
             return
+        if b"sdy" in data:
+            _preload_jaxlib()
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read_end)
             read = binary_reader(Format[fmt_name], filename)
-            answer = _read_and_print(lambda d: read(d, make_context()), data, filename)
+            answer = _read_and_print(lambda d: read(d, context), data, filename)
             with os.fdopen(write_end, "wb") as out:
                 out.write(pickle.dumps(answer))
             os._exit(0)
         os.close(write_end)
         reply = _collect(read_end, pid)
         _send(replies, reply)
+
+
+def _preload_jaxlib() -> None:
+    """Import jaxlib's deserializer in the server, once, before forking: artifacts with Shardy
+    attributes are read through it (jax_export._artifact_text_via_jax), and a child that
+    imports it itself pays about half a second per input. Importing it starts no thread here
+    (jax's runtime, whose threads made forking unsafe, is never started in the server)."""
+    try:
+        from jax._src.interpreters import mlir  # noqa: F401
+        from jax._src.lib import _jax  # noqa: F401
+    except Exception:  # no jax, or a broken one: the child reports it for this input
+        pass
 
 
 def _collect(read_end: int, pid: int):

@@ -111,6 +111,7 @@ class CustomCallTarget:
     api_version: int | None = None            # None: the call site's api_version decides
     origin: str = "python"
     keep_alive: Any = None
+    placeholder: bool = False                 # stands for a caller's target in a compile worker
 
     @property
     def is_python(self) -> bool:
@@ -211,6 +212,30 @@ class CustomCallRegistry:
         return added
 
 
+    def describe(self) -> list[tuple[str, str, int | None, bool]]:
+        """(name, platform, api_version, is_python) of every target: what a compile worker
+        needs to check calls against this process's registrations (`install_placeholders`)."""
+        self.load_environment()
+        with self._lock:
+            return [(t.name, t.platform, t.api_version, t.is_python) for t in self._targets.values()]
+
+    def install_placeholders(self, described) -> None:
+        """In a compile worker: stand-ins for the caller's targets, enough to check calls
+        (names, platforms, api_versions, Python or C); sites are made by the caller."""
+        self._env_loaded = True  # the caller's environment libraries are in `described`
+        with self._lock:
+            self._targets = {
+                (platform, name): CustomCallTarget(
+                    name, platform, api_version=api_version, placeholder=True,
+                    function=_placeholder if is_python else None,
+                    address=None if is_python else 1)
+                for name, platform, api_version, is_python in described}
+
+
+def _placeholder(*args, **kwargs):  # pragma: no cover - never called: sites are not made
+    raise AssertionError("a placeholder custom-call target was called")
+
+
 REGISTRY = CustomCallRegistry()
 
 
@@ -260,15 +285,73 @@ class CallSite:
     aliases: dict[int, int] = field(default_factory=dict)  # result leaf -> operand leaf
 
 
+@dataclass
+class SiteSpec:
+    """A call site as the compiler records it: everything but process addresses, so object
+    code that refers to it can be saved, cached or made in another process. The loader makes
+    the C site (`make_site`) in the calling process, resolving the target by name there, and
+    stores its address where the compiled code reads it (a global per site)."""
+    target: str
+    platform: str
+    api_version: int
+    backend_config: str
+    attributes: dict
+    operands: list[Leaf]
+    results: list[Leaf]
+    num_operands: int
+    tree: list[int]
+    aliases: dict[int, int] = field(default_factory=dict)  # result leaf -> operand leaf
+
+    def to_json(self) -> dict:
+        from .serialization import encode
+        leaf = lambda x: {"shape": list(x.shape), "dtype": x.dtype.str if x.dtype.kind != "V"  # noqa: E731
+                          else x.dtype.name, "view_perm": x.view_perm and list(x.view_perm)}
+        return {"target": self.target, "platform": self.platform, "api_version": self.api_version,
+                "backend_config": self.backend_config, "attributes": encode(self.attributes),
+                "operands": [leaf(x) for x in self.operands],
+                "results": [leaf(x) for x in self.results], "num_operands": self.num_operands,
+                "tree": self.tree, "aliases": [[r, o] for r, o in self.aliases.items()]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SiteSpec:
+        from .serialization import decode
+        from .dtypes import numpy_dtype_named
+        leaf = lambda x: Leaf(tuple(x["shape"]), numpy_dtype_named(x["dtype"]),  # noqa: E731
+                              tuple(x["view_perm"]) if x["view_perm"] else None)
+        return cls(data["target"], data["platform"], data["api_version"], data["backend_config"],
+                   decode(data["attributes"]), [leaf(x) for x in data["operands"]],
+                   [leaf(x) for x in data["results"]], data["num_operands"], data["tree"],
+                   {r: o for r, o in data["aliases"]})
+
+
 _site_ids = itertools.count(1)
 # Call sites live as long as the process: compiled code refers to them by address.
 _SITES: dict[int, CallSite] = {}
+
+
+def make_site_for(spec: SiteSpec) -> CallSite:
+    """The C call site for `spec`, its target resolved in this process's registry now."""
+    target = REGISTRY.lookup(spec.target, spec.platform)
+    if target is None:
+        raise KilnError(f"custom-call target '{spec.target}' is not registered in this process",
+                        hint="register it (kiln.register_custom_call or "
+                             "kiln.register_custom_call_library) before loading the program")
+    if target.api_version is not None and target.api_version != spec.api_version:
+        raise KilnError(f"custom-call target '{spec.target}' was registered for api_version "
+                        f"{target.api_version}, but the program calls it with {spec.api_version}")
+    site = make_site(target, spec.api_version, spec.backend_config, spec.attributes,
+                     spec.operands, spec.results, spec.num_operands, spec.tree)
+    site.aliases = dict(spec.aliases)
+    return site
 
 
 def make_site(target: CustomCallTarget, api_version: int, backend_config: str, attributes: dict,
               operands: list[Leaf], results: list[Leaf], num_operands: int, tree: list[int]) -> CallSite:
     """Create the C call site compiled code passes to kiln_custom_call."""
     lib = runtime()
+    if target.placeholder:
+        raise KilnError(f"custom-call target '{target.name}' is a placeholder in a compile "
+                        "worker; call sites are made where the program is loaded")
     site = CallSite(next(_site_ids), target, api_version, backend_config, attributes, operands, results)
     opaque = backend_config.encode()
     tree_array = (ctypes.c_int32 * max(len(tree), 1))(*tree)

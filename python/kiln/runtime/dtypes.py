@@ -74,3 +74,15 @@ def normalize_sub_byte(array: np.ndarray, mlir_elem: str) -> np.ndarray:
     if bits is not None and array.size:
         array.view(np.uint8)[...] &= (1 << bits) - 1
     return array
+
+
+def numpy_dtype_named(name: str) -> np.dtype:
+    """A dtype from its numpy name or its ml_dtypes name ('float32', '<f4', 'bfloat16')."""
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+        try:
+            return np.dtype(getattr(ml_dtypes, name))
+        except AttributeError:
+            raise KilnError(f"unknown dtype {name!r}") from None

@@ -2,18 +2,26 @@
 lowered module as a callable program."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 from torch_mlir import ir
 
 from ..errors import KilnError
-from ..lowering.registry import resolve_steps
-from ..lowering.scripting import as_steps
 from ..pipeline import Stage
 
 # A loaded program: takes the packed list of input and output arrays and fills the outputs.
 Invoker = Callable[[list[np.ndarray]], None]
+
+
+@dataclass
+class CompiledCode:
+    """A target's compiled program: object code, its entry symbol, and the symbols it needs
+    from the process that loads it."""
+    code: bytes
+    symbol: str
+    externals: list[str]
 
 # The target-independent stages on StableHLO (XLA's HLO verifier and optimization passes).
 # Steps are registered Kiln pass names (`kiln-opt --list-passes`) or upstream pass-pipeline
@@ -21,6 +29,13 @@ Invoker = Callable[[list[np.ndarray]], None]
 COMMON_STAGES: list[Stage] = [
     Stage("verify", "MLIR verifier plus Kiln's input validation (rejects what would crash C++)", [
         "kiln-validate",
+    ]),
+    # Before `optimize`: the compiled signature is read after it, and results must be
+    # distinct per layout before kiln-dedupe-results merges equal ones.
+    Stage("layout", "entry layouts decided; non-default ones become physical arrays, so the "
+                    "program works row-major (XLA: layout assignment, normalization)", [
+        "kiln-layout-assignment",
+        "kiln-layout-normalization",
     ]),
     Stage("optimize", "inline calls into the entry, outline checks, simplify", [
         "kiln-make-entry-only-public",
@@ -55,10 +70,17 @@ class Target:
         if unknown:
             raise KilnError(f"extra_passes names unknown stage(s) {', '.join(unknown)}",
                             hint="stages: " + ", ".join(s.name for s in self.pipeline))
+        # Imported here: the passes are needed to compile, not to load compiled code.
+        from ..lowering.registry import resolve_steps
+        from ..lowering.scripting import as_steps
         return [Stage(s.name, s.doc, resolve_steps(s.steps, entry)
                       + as_steps(extra.get(s.name, []), entry))
                 for s in self.pipeline]
 
-    def load(self, module: ir.Module, entry: str) -> Invoker:
-        """Turn the fully lowered module into a callable; the module's context must outlive it."""
+    def emit(self, module: ir.Module, entry: str) -> CompiledCode:
+        """Compile the fully lowered module into code that can leave this process."""
+        raise NotImplementedError
+
+    def load(self, code: CompiledCode, call_sites: list, what: str) -> Invoker:
+        """Make `code` callable in this process (its custom-call sites made here)."""
         raise NotImplementedError

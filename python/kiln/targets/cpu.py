@@ -1,17 +1,23 @@
-"""The CPU target: StableHLO -> linalg -> bufferized memrefs -> loops -> LLVM -> JIT."""
+"""The CPU target: StableHLO -> linalg -> bufferized memrefs -> loops -> LLVM -> object code,
+linked into the calling process (targets/objects.py)."""
 from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import tempfile
+import threading
 
 import numpy as np
 from torch_mlir import ir
-from torch_mlir.execution_engine import ExecutionEngine
 
 from .. import native
+from ..dialects import kiln as names
 from ..errors import KilnError
-from ..lowering import codegen
-from ..lowering.trust import check_lowered
 from ..pipeline import Stage
 from ..runtime.memref import pack_arguments
-from .base import COMMON_STAGES, Invoker, Target
+from . import objects
+from .base import COMMON_STAGES, CompiledCode, Invoker, Target
 
 # 8-bit floats have no LLVM arithmetic; compute in f32 and round on store.
 _EMULATED_FLOATS = "f8E4M3FN,f8E5M2,f8E4M3FNUZ,f8E5M2FNUZ,f8E4M3B11FNUZ,f8E4M3,f8E3M4,f8E8M0FNU,f4E2M1FN,f6E2M3FN,f6E3M2FN"
@@ -59,6 +65,7 @@ class CpuTarget(Target):
             "canonicalize",
             "cse",
             "kiln-restore-contractions",
+            "kiln-update-carried-in-place",   # loops update carried tensors in place
         ]),
         Stage("bufferize", "tensors -> memrefs; results become caller-owned out-params "
                            "(XLA: buffer assignment)", [
@@ -66,6 +73,7 @@ class CpuTarget(Target):
             "kiln-copy-repeated-results",
             "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
             "function-boundary-type-conversion=identity-layout-map}",
+            "canonicalize",                   # loops that return their carried buffer as is
             "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
             "buffer-deallocation-pipeline",
             "canonicalize",
@@ -98,29 +106,77 @@ class CpuTarget(Target):
         ]),
     ]
 
-    def load(self, module: ir.Module, entry: str) -> Invoker:
-        libs = [str(p) for p in native.runtime_libraries()]
-        library_symbols = codegen.jit_symbols()
+    def emit(self, module: ir.Module, entry: str) -> CompiledCode:
+        """LLVM-compile the lowered module (in the compiling process: a worker, usually) into
+        relocatable object code for this CPU."""
+        # Imported here: loading code (`load`) needs none of the compiler.
+        from torch_mlir.execution_engine import ExecutionEngine
+        from ..lowering.trust import check_lowered, external_functions
+        from ..runtime.libraries import jit_symbols
+        library_symbols = jit_symbols()
         with module.context:
             check_lowered(module, frozenset(library_symbols))  # the trust boundary's far end
+            externals = external_functions(module)
         try:
-            engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 3)),
-                                     shared_libs=libs)
+            # O2: O3's extra unrolling tripled LLVM's time on attention-sized programs and
+            # made no measured program faster (kiln bench --opt-level 3 compares).
+            engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 2)),
+                                     shared_libs=[str(p) for p in native.runtime_libraries()])
         except RuntimeError as exc:
             raise KilnError(f"LLVM could not compile @{entry}: {exc}",
                             hint="an operation reached LLVM without a lowering; "
                                  "`kiln-opt FILE --stage lower` shows the IR") from None
-        # Library functions the codegen passes call (BLAS), bound in this JIT only.
+        # Library functions the codegen passes call (BLAS): bound so that the JIT links.
         for name, symbol in library_symbols.items():
             engine.raw_register_runtime(name, symbol)
-        address = engine.raw_lookup("_mlir_ciface_" + entry)
-        # Through the runtime's KilnInvoke, where a failing custom call stops the computation.
-        from ..runtime.custom_call import invoke_entry
+        symbol = "_mlir__mlir_ciface_" + entry  # the packed form ExecutionEngine looks up
+        engine.raw_lookup("_mlir_ciface_" + entry)  # compiles the module
+        handle, path = tempfile.mkstemp(prefix="kiln-object-", suffix=".o")
+        os.close(handle)
+        try:
+            with _signal_handlers_kept():  # LLVM's file writer installs its own handlers
+                engine.dump_to_object_file(path)
+            with open(path, "rb") as f:
+                code = f.read()
+        finally:
+            os.unlink(path)
+        return CompiledCode(code, symbol, externals)
+
+    def load(self, code: CompiledCode, call_sites: list, what: str) -> Invoker:
+        """Link object code into this process and make its custom-call sites here."""
+        from ..runtime.custom_call import SiteSpec, invoke_entry, make_site_for
+        loaded = objects.load(code.code, code.externals, what)
+        address = loaded.function(code.symbol)
+        sites = []
+        for index, spec in enumerate(call_sites):
+            site = make_site_for(SiteSpec.from_json(spec))
+            slot = loaded.global_variable(f"{names.CALL_SITE_SYMBOL}{index}")
+            ctypes.c_int64.from_address(slot).value = site.address
+            sites.append(site)
 
         def invoke(arrays: list[np.ndarray]) -> None:
+            # Through the runtime's KilnInvoke, where a failing custom call stops the run.
             packed, keep_alive = pack_arguments(arrays)
             invoke_entry(address, packed)
             del keep_alive
 
-        invoke.engine = engine  # the JITed code lives as long as the engine
+        invoke.code = loaded  # the code lives as long as the invoker
+        invoke.sites = sites
         return invoke
+
+
+_signals_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept():
+    """Run the body, then put back every signal disposition it changed (runtime/kiln_runtime.c:
+    LLVM's signal handlers must not outlive a compile in the caller's process)."""
+    from ..runtime.custom_call import runtime
+    lib = runtime()
+    with _signals_lock:
+        lib.KilnSaveSignalHandlers()
+        try:
+            yield
+        finally:
+            lib.KilnRestoreSignalHandlers()

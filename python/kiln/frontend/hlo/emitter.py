@@ -5,8 +5,10 @@ Design:
   get-tuple-element are pure bookkeeping and ENTRY tuple parameters/results become several
   function arguments/results.
 * Values are logical tensors.  Layouts only matter where HLO reinterprets memory (bitcast),
-  which becomes transpose -> reshape -> transpose through the physical dimension order; copy
-  between layouts is the identity on logical values.
+  which becomes transpose -> reshape -> transpose through the physical dimension order (with
+  pad/slice for tiled layouts, kiln.layout.bitcast_steps); copy between layouts is the
+  identity on logical values.  Entry layouts are recorded as `kiln.layout`; the `layout`
+  stage (lowering/layouts.py) makes them explicit.
 * Called computations become private functions (call) or regions (reduce, sort, while,
   conditional ...); fusions are inlined, their ops tagged with `kiln.fusion_kind`.
 * Ops are written in MLIR's generic syntax (mechanical and unambiguous); the caller parses
@@ -21,7 +23,7 @@ import numpy as np
 
 from kiln.errors import KilnError
 from kiln.dialects import kiln as names
-from kiln.layout import Layout, Shape
+from kiln.layout import Layout, Pad, Reshape, Shape, Transpose, bitcast_steps, step_shape
 
 from .parser import (AttrReader, Instruction, Module, parse_literal, parse_replica_groups,
                      parse_tuple_literal)
@@ -592,36 +594,41 @@ class Emitter:
         return x
 
     def _tiled_relayout(self, v: Val, src: Shape, dst: Shape) -> Val:
-        """Bitcast involving tiled layouts: element k of `dst` is the `src` element stored at
-        the same buffer position, found with the tiled linear-index formula and applied as
-        a constant-index gather on the flattened operand."""
-        n_src, n_dst = src.num_elements(), dst.num_elements()
-        if n_src != n_dst or n_src > (1 << 22):
-            self.fail(f"bitcast between tiled layouts {src} -> {dst} is not supported",
-                      hint="element counts differ or the array is too large to remap")
-        if src.element_type != dst.element_type:
-            self.fail(f"bitcast between tiled layouts changes element type {src} -> {dst}")
-        sl, dl = src.effective_layout(), dst.effective_layout()
-        src_pos = sl.linear_indices(src.dims)
-        dst_pos = dl.linear_indices(dst.dims)
-        size = max(sl.padded_size(src.dims), dl.padded_size(dst.dims))
-        inverse = np.full(size, -1, dtype=np.int64)
-        inverse[src_pos] = np.arange(n_src)
-        idx = inverse[dst_pos]
-        if (idx < 0).any():
-            self.fail(f"bitcast {src} -> {dst} reads tile padding, its values are undefined")
-        et = src.element_type
-        flat = self.op1("stablehlo.reshape", [v], Shape(et, [n_src]).mlir_type())
-        if (idx == np.arange(n_src)).all():
-            out = flat
-        else:
-            ishape = Shape("s32", [n_src, 1])
-            ind = self.constant(idx.astype(np.int32).reshape(n_src, 1), ishape)
-            out = self.op1("stablehlo.gather", [flat, ind], Shape(et, [n_src]).mlir_type(), {
-                "dimension_numbers": "#stablehlo.gather<collapsed_slice_dims = [0], "
-                                     "start_index_map = [0], index_vector_dim = 1>",
-                "slice_sizes": _arr([1]), "indices_are_sorted": "false"})
-        return self.op1("stablehlo.reshape", [out], dst.mlir_type())
+        """Bitcast involving tiled layouts: `src`'s physical array (pad, reshape, transpose
+        per tile), flattened and read back as `dst`'s (kiln.layout.bitcast_steps). Tile
+        padding `dst` reads holds no particular value; it is zero here."""
+        if not (src.is_static and dst.is_static):
+            self.fail(f"bitcast between tiled layouts {src} -> {dst} needs static shapes")
+        if src.etype.bits != dst.etype.bits:
+            self.fail(f"bitcast changes element width {src} -> {dst}")
+        try:
+            steps = bitcast_steps(src, dst)
+        except KilnError as e:
+            self.fail(e.message, e.hint)
+        x, shape, et = v, tuple(src.dims), dst.element_type
+        if src.element_type != et:  # same width: converting first commutes with the moves
+            x = self.op1("stablehlo.bitcast_convert", [x], Shape(et, list(shape)).mlir_type())
+        for step in steps:
+            x, shape = self._layout_step(x, shape, et, step)
+        return x
+
+    def _layout_step(self, x: Val, shape: tuple, et: str, step) -> tuple[Val, tuple]:
+        """One kiln.layout step (Transpose, Reshape, Pad, Slice) as a StableHLO op."""
+        after = step_shape(shape, step)
+        t = Shape(et, list(after)).mlir_type()
+        if isinstance(step, Transpose):
+            return self.op1("stablehlo.transpose", [x], t,
+                            {"permutation": _arr(step.permutation)}), after
+        if isinstance(step, Reshape):
+            return self.op1("stablehlo.reshape", [x], t), after
+        if isinstance(step, Pad):
+            zero = self.scalar_const(0, et)
+            return self.op1("stablehlo.pad", [x, zero], t, {
+                "edge_padding_low": _arr([0] * len(shape)), "edge_padding_high": _arr(step.high),
+                "interior_padding": _arr([0] * len(shape))}), after
+        return self.op1("stablehlo.slice", [x], t, {
+            "start_indices": _arr([0] * len(shape)), "limit_indices": _arr(step.limits),
+            "strides": _arr([1] * len(shape))}), after
 
     # -- elementwise extras
     def _op_compare(self, ins, a, ops, flat, rtypes):

@@ -21,10 +21,10 @@ func.func @if(%p: tensor<i1>, %x: tensor<2xf32>) -> tensor<2xf32> {
 // -----
 
 // stablehlo.case becomes scf.index_switch: branches 0 and 1 are cases, and the last branch is
-// the default, which the spec runs for any index outside [0, N).
+// the default, which the spec runs for any index outside [0, N). Its 0-d result is a scalar.
 // CHECK-LABEL: func.func @case
 // CHECK: %[[I:.*]] = arith.index_cast %{{.*}} : i32 to index
-// CHECK: scf.index_switch %[[I]] -> tensor<i32>
+// CHECK: scf.index_switch %[[I]] -> i32
 // CHECK: case 0 {
 // CHECK: case 1 {
 // CHECK: default {

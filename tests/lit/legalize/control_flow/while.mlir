@@ -1,14 +1,14 @@
 // RUN: kiln-opt %s --stage legalize | FileCheck %s
 
-// stablehlo.while becomes scf.while: the cond region ends in scf.condition on the extracted
-// predicate, forwarding every carried value (two separate tensors, no tuple); the body ends in
-// scf.yield.
+// stablehlo.while becomes scf.while: the cond region ends in scf.condition on the predicate,
+// forwarding every carried value (two separate values, no tuple); the body ends in scf.yield.
+// 0-d values are carried as scalars, and the 0-d ops on them are scalar code.
 // CHECK-LABEL: func.func @main
-// CHECK: %[[R:.*]]:2 = scf.while (%[[I:.*]] = %{{.*}}, %[[S:.*]] = %{{.*}}) : (tensor<i64>, tensor<i64>) -> (tensor<i64>, tensor<i64>)
-// CHECK: %[[P:.*]] = tensor.extract %{{.*}}[] : tensor<i1>
-// CHECK: scf.condition(%[[P]]) %[[I]], %[[S]] : tensor<i64>, tensor<i64>
+// CHECK: %[[R:.*]]:2 = scf.while (%[[I:[a-z0-9_]+]] = %{{.*}}, %[[S:[a-z0-9_]+]] = %{{.*}}) : (i64, i64) -> (i64, i64)
+// CHECK: %[[P:.*]] = arith.cmpi slt, %[[I]], %{{.*}} : i64
+// CHECK: scf.condition(%[[P]]) %[[I]], %[[S]] : i64, i64
 // CHECK: } do {
-// CHECK: scf.yield %{{.*}}, %{{.*}} : tensor<i64>, tensor<i64>
+// CHECK: scf.yield %{{.*}}, %{{.*}} : i64, i64
 // CHECK-NOT: stablehlo.
 func.func @main(%n: tensor<i64>) -> (tensor<i64>, tensor<i64>) {
   %zero = stablehlo.constant dense<0> : tensor<i64>

@@ -1,0 +1,1 @@
+"""CHLO ops have no Python classes here; see __init__.py."""

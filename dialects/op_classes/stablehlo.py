@@ -1,0 +1,1 @@
+"""StableHLO ops have no Python classes here; see __init__.py."""

@@ -1,0 +1,117 @@
+"""A compiled specialisation as data: what crosses from a compile worker to the caller, what
+the compile cache stores and what a `.kx` executable holds per argument shapes.
+
+It is object code plus everything the caller needs around it: the packed entry symbol, the
+external symbols the code needs, the custom-call sites to make at load time, the results and
+checks, the execution plan, and what it was compiled for (Kiln build, target, CPU). Bytes on
+disk: a magic line, a JSON header, the object code.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import KilnError
+from ..pipeline import PassTiming, StageTiming
+from ..runtime.memref import TensorSpec
+from ..runtime.serialization import decode, encode
+
+MAGIC = b"KILNART1"
+
+
+@lru_cache(maxsize=None)
+def kiln_build() -> str:
+    """Kiln's version and a digest of its code (Python sources and the native runtime): code
+    compiled by one build is only ever loaded by the same build."""
+    from importlib.metadata import PackageNotFoundError, version
+    from ..native import runtime_library
+    try:
+        __version__ = version("kiln")
+    except PackageNotFoundError:  # running from a source tree
+        __version__ = "0+source"
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for root in sorted({package, *(Path(m.__file__).resolve().parent for m in _subpackages())}):
+        for path in sorted(root.rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    try:
+        digest.update(runtime_library().read_bytes())
+    except KilnError:
+        pass
+    return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def _subpackages():
+    # kiln.lowering and kiln.dialects live outside python/kiln in an editable install.
+    from .. import dialects, lowering
+    return [lowering, dialects]
+
+
+@dataclass
+class Artifact:
+    target: str
+    entry: str
+    symbol: str                        # the packed entry point (`_mlir__mlir_ciface_<entry>`)
+    code: bytes                        # relocatable object code
+    externals: list[str]               # symbols the code needs from this process
+    call_sites: list[dict]             # custom-call SiteSpecs, JSON form, by index
+    results: list[TensorSpec]          # every distinct compiled result, check operands included
+    sources: list[int]                 # program result i is compiled result sources[i]
+    user_results: int
+    checks: list[dict]
+    dimension_values: dict[int, int]
+    cpu: dict                          # {"name", "features"} it was compiled for
+    kiln: str                          # kiln_build() of the compiler
+    timings: list[StageTiming] = field(default_factory=list)
+    plan: dict | None = None           # plan.to_json(), when asked for
+    origin: str = "compiled"           # or "cache", "file": where this process got it (not saved)
+
+    def header(self) -> dict:
+        return {
+            "target": self.target, "entry": self.entry, "symbol": self.symbol,
+            "externals": self.externals, "call_sites": self.call_sites,
+            "results": [[list(r.shape), r.element] for r in self.results],
+            "sources": self.sources, "user_results": self.user_results,
+            "checks": encode(self.checks),
+            "dimension_values": [[k, v] for k, v in self.dimension_values.items()],
+            "cpu": self.cpu, "kiln": self.kiln,
+            "timings": [[t.name, t.seconds, [[p.name, p.seconds] for p in t.passes]]
+                        for t in self.timings],
+            "plan": self.plan,
+        }
+
+    def to_bytes(self) -> bytes:
+        header = json.dumps(self.header(), separators=(",", ":")).encode()
+        return MAGIC + struct.pack("<Q", len(header)) + header + self.code
+
+    @classmethod
+    def from_bytes(cls, data: bytes, what: str) -> Artifact:
+        if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
+            raise KilnError(f"{what} is not compiled Kiln code", hint="it is damaged or not a "
+                                                                      "Kiln artifact")
+        (size,) = struct.unpack_from("<Q", data, len(MAGIC))
+        start = len(MAGIC) + 8
+        try:
+            h = json.loads(data[start:start + size])
+            return cls(h["target"], h["entry"], h["symbol"], data[start + size:], h["externals"],
+                       h["call_sites"], [TensorSpec(tuple(s), e) for s, e in h["results"]],
+                       h["sources"], h["user_results"], decode(h["checks"]),
+                       {k: v for k, v in h["dimension_values"]}, h["cpu"], h["kiln"],
+                       [StageTiming(n, s, [PassTiming(pn, ps) for pn, ps in p])
+                        for n, s, p in h["timings"]], h["plan"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KilnError(f"{what} is damaged: {type(exc).__name__}: {exc}",
+                            hint="compile the program again") from None
+
+    def check_loadable(self, what: str) -> None:
+        """Refuse code from another Kiln build or for a CPU this one is not."""
+        from ..targets.objects import check_cpu
+        if self.kiln != kiln_build():
+            raise KilnError(f"{what} was compiled by Kiln {self.kiln}; this is Kiln {kiln_build()}",
+                            hint="compile it again with this Kiln")
+        check_cpu(self.cpu, what)

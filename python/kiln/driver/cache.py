@@ -1,0 +1,143 @@
+"""The persistent compile cache: compiled artifacts on disk, so that a program compiled once is
+loaded, not compiled, by every later process.
+
+On by default, in the user's cache directory ($XDG_CACHE_HOME/kiln or ~/.cache/kiln);
+KILN_CACHE_DIR moves it, KILN_CACHE=0 turns it off, KILN_CACHE_MAX_MB bounds it (default
+2048): past the bound, the least recently used entries go. An entry's key is a digest of
+everything that decides the code: the imported module, the argument shapes, the entry, the
+target and its options, the calling convention, the custom-call targets it may call, the CPU
+and Kiln's build. Writers write a private file and rename it into place, so processes that
+compile the same program at once each leave a whole entry, never a torn one; a damaged entry
+reads as a miss.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import KilnError
+from .artifact import Artifact, kiln_build
+from .compiler import CompileRequest
+
+SUFFIX = ".kart"
+_DEFAULT_MAX_MB = 2048
+# Options that change what a compile reports or writes, not its code.
+_REPORTING_OPTIONS = {"dump_dir", "dump_pass_regex", "timing", "progress", "isolate"}
+
+
+def directory() -> Path | None:
+    """The cache directory, or None when the cache is off."""
+    if os.environ.get("KILN_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
+        return None
+    if os.environ.get("KILN_CACHE_DIR"):
+        return Path(os.environ["KILN_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "kiln"
+
+
+def max_bytes() -> int:
+    text = os.environ.get("KILN_CACHE_MAX_MB", str(_DEFAULT_MAX_MB))
+    try:
+        return int(float(text) * (1 << 20))
+    except ValueError:
+        raise KilnError(f"KILN_CACHE_MAX_MB={text!r} is not a number of megabytes") from None
+
+
+def key(request: CompileRequest) -> str | None:
+    """The request's cache key; None when it cannot be cached (options that are Python
+    functions, whose behaviour no digest captures, or dumps and timing, which must run)."""
+    options = {k: v for k, v in request.options.items() if k not in _REPORTING_OPTIONS}
+    if any(request.options.get(k) for k in ("dump_dir", "dump_pass_regex", "timing")):
+        return None
+    try:
+        described = json.dumps({
+            "entry": request.entry, "target": request.target, "options": options,
+            "shapes": request.shapes, "convention": dataclasses.asdict(request.convention),
+            "custom_calls": sorted(map(list, request.custom_calls), key=str),
+            "plan": request.want_plan, "kiln": kiln_build(),
+        }, sort_keys=True, default=_refuse)
+    except TypeError:
+        return None
+    from ..targets.objects import host_cpu
+    digest = hashlib.sha256(described.encode())
+    digest.update(json.dumps(host_cpu(), sort_keys=True).encode())
+    digest.update(request.imported)
+    return digest.hexdigest()
+
+
+def _refuse(value):
+    raise TypeError(type(value).__name__)
+
+
+def load(cache_key: str | None) -> Artifact | None:
+    root = directory()
+    if root is None or cache_key is None:
+        return None
+    path = root / (cache_key + SUFFIX)
+    try:
+        data = path.read_bytes()
+        os.utime(path)  # recently used
+    except OSError:
+        return None
+    try:
+        artifact = Artifact.from_bytes(data, str(path))
+        artifact.check_loadable(str(path))
+    except KilnError:
+        return None  # damaged, or from another build: compiled again and overwritten
+    artifact.origin = "cache"
+    return artifact
+
+
+def store(cache_key: str | None, artifact: Artifact) -> None:
+    """Add an entry (best effort: a cache that cannot be written is no error)."""
+    root = directory()
+    if root is None or cache_key is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=root)
+        with os.fdopen(handle, "wb") as out:
+            out.write(artifact.to_bytes())
+        os.replace(temporary, root / (cache_key + SUFFIX))
+        _evict(root, max_bytes())
+    except OSError:
+        pass
+
+
+def _evict(root: Path, limit: int) -> None:
+    """Remove least recently used entries until the cache fits in `limit` bytes."""
+    entries = []
+    for path in root.glob("*" + SUFFIX):
+        try:
+            info = path.stat()
+        except OSError:
+            continue  # removed by another process
+        entries.append((info.st_mtime, info.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if total <= limit:
+            break
+        try:
+            path.unlink()
+            total -= size
+        except OSError:
+            pass
+
+
+def clear() -> int:
+    """Remove every entry; returns how many."""
+    root = directory()
+    if root is None or not root.is_dir():
+        return 0
+    removed = 0
+    for path in root.glob("*" + SUFFIX):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed

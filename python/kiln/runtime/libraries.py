@@ -1,0 +1,101 @@
+"""The native libraries compiled code calls by name, found and bound here: the OpenBLAS that
+large matrix products call (lowering/codegen/blas.py emits the calls). Both the compiler (to
+link) and the loader of compiled code (targets/objects.py) need the bindings; this module
+needs nothing of MLIR, so loading a `.kx` file stays cheap."""
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+# element type -> BLAS precision letter
+_GEMM = {"f32": "s", "f64": "d", "complex<f32>": "c", "complex<f64>": "z"}
+_ROUTINES = ("gemm", "gemv")
+
+
+# Names the generated code calls; `jit_symbols()` binds them to the library's functions in
+# the JIT only (the library is not loaded RTLD_GLOBAL: its thousands of unprefixed internal
+# symbols would then interpose on another OpenBLAS loaded later, e.g. scipy's).
+_SET_THREADS = "kiln_blas_set_threads"
+
+
+@dataclass(frozen=True)
+class Blas:
+    path: str
+    prefix: str      # library symbols: {prefix}cblas_sgemm{suffix}
+    suffix: str
+    int_type: str    # blasint: i64 in the ILP64 build, i32 in the LP64 one
+
+    def library_gemm(self, kind: str, routine: str = "gemm") -> str:
+        return f"{self.prefix}cblas_{_GEMM[kind]}{routine}{self.suffix}"
+
+    @staticmethod
+    def gemm(kind: str, routine: str = "gemm") -> str:
+        """The name generated code calls for `routine` ("gemm" or "gemv") in `kind`."""
+        return f"kiln_blas_{_GEMM[kind]}{routine}"
+
+
+def _bundled(package: str, pattern: str) -> list[Path]:
+    try:
+        module = __import__(package)
+    except ImportError:
+        return []
+    return sorted((Path(module.__file__).parent.parent / f"{package}.libs").glob(pattern))
+
+
+@functools.lru_cache(maxsize=None)
+def blas() -> Blas | None:
+    """The OpenBLAS that matrix products call. First numpy's own (a hard dependency; ILP64,
+    shared with numpy's thread pool, so Kiln and numpy in one process do not run two pools
+    of spinning BLAS threads), then scipy's (LP64). None if neither wheel bundles one
+    (products then stay loop nests)."""
+    candidates = [Blas(str(p), "scipy_", "64_", "i64")
+                  for p in _bundled("numpy", "libscipy_openblas64_*.so")]
+    candidates += [Blas(str(p), "scipy_", "", "i32")
+                   for p in _bundled("scipy", "libscipy_openblas-*.so") if "64_" not in p.name]
+    for found in candidates:
+        try:
+            lib = ctypes.CDLL(found.path)
+            getattr(lib, found.library_gemm("f32")), getattr(lib, found.library_gemm("f64"))
+            return found
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def blas_library() -> str | None:
+    found = blas()
+    return found.path if found else None
+
+
+@functools.lru_cache(maxsize=None)
+def jit_symbols() -> dict[str, ctypes.c_void_p]:
+    """{name the generated code calls: address} for the JIT to bind (empty without BLAS)."""
+    found = blas()
+    if found is None:
+        return {}
+    lib = ctypes.CDLL(found.path)
+    address = lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p)  # noqa: E731
+    symbols = {}
+    for kind in _GEMM:   # sgemm/dgemm are always there (`blas()`); the others where exported
+        for routine in _ROUTINES:
+            try:
+                symbols[Blas.gemm(kind, routine)] = address(found.library_gemm(kind, routine))
+            except AttributeError:
+                pass
+    try:
+        symbols[_SET_THREADS] = address("openblas_set_num_threads_local")
+    except AttributeError:
+        pass
+    return symbols
+
+
+def has_routine(kind: str, routine: str = "gemm") -> bool:
+    """Whether generated code can call `routine` in element type `kind`."""
+    return kind in _GEMM and Blas.gemm(kind, routine) in jit_symbols()
+
+
+def thread_control() -> bool:
+    """Whether calls can be kept on the calling thread (`openblas_set_num_threads_local`)."""
+    return _SET_THREADS in jit_symbols()

@@ -223,10 +223,10 @@ def _ensure_registered() -> None:
 
 def _register_kiln_passes() -> None:
     """Every Kiln pass, in the order the CPU pipeline runs them."""
-    from . import checks, entry, guards, in_place, layouts, tuples, verify
+    from . import checks, dynamic_results, entry, guards, in_place, layouts, tuples, verify
     from .codegen import blas, fastmath, interrupts, parallel
-    from .legalize import (control_flow, custom_calls, fft, floats, linalg_ops, rng, scalarize, scans,
-                           scatter, semantics, slicing, sort, windows)
+    from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
+                           scalarize, scans, scatter, semantics, slicing, sort, windows)
     def register(name, summary, function, takes_entry=False):
         _add(name, summary, function, takes_entry)
 
@@ -251,11 +251,20 @@ def _register_kiln_passes() -> None:
              "results, listed in the entry's kiln.checks", checks.outline_checks, **on_entry)
     register("kiln-fold-tuples", "get_tuple_element of a tuple folds to the operand; dead "
              "tuples are dropped", _fold_tuples_everywhere)
+    register("kiln-fold-dynamic-top-k", "stablehlo.dynamic_top_k custom calls with a constant "
+             "k -> chlo.top_k (static results)", dynamic_results.fold_dynamic_top_k)
+    register("kiln-refine-entry-results", "the entry returns each result in its most static "
+             "type (through tensor.casts), its signature updated",
+             dynamic_results.refine_entry_results, **on_entry)
     register("kiln-dedupe-results", "return each distinct value of the entry once, recording "
              "the copies in kiln.result_sources", entry.dedupe_results, **on_entry)
     # legalize, before upstream stablehlo-legalize-to-linalg
     register("kiln-fix-semantics", "rewrite ops upstream lowers with the wrong meaning (i1 "
              "add, saturating float->int convert, complex cbrt...)", semantics.fix_semantics)
+    register("kiln-lower-jax-custom-calls", "JAX's op-like custom calls -> StableHLO: "
+             "ApproxTopK (exact, a sort), dynamic_rng_bit_generator, device placement and "
+             "sharding annotations (identity), constant shape_assertions",
+             jax_targets.lower_jax_custom_calls)
     register("kiln-lower-control-flow", "stablehlo.while/if/case -> scf; "
              "optimization_barrier -> its operands", control_flow.lower_control_flow)
     register("kiln-lower-rng-normal", "float stablehlo.rng (UNIFORM and NORMAL) -> a hashed "

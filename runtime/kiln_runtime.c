@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kiln/custom_call.h"
+#include "kiln/ffi.h"
 #include "kiln_invocation.h"
 
 struct XlaCustomCallStatus_ {
@@ -77,7 +78,10 @@ struct KilnCallSite {
   int32_t tree_len;
   int32_t num_slots; /* pointer-array entries: `in` plus every tuple */
   int32_t* tree;
+  KilnFfiSite* ffi; /* a C handler called through the typed FFI (kiln_ffi.c) */
 };
+
+void KilnCallSiteSetFfi(KilnCallSite* site, KilnFfiSite* ffi) { site->ffi = ffi; }
 
 KilnCallSite* KilnCallSiteCreate(int64_t id, void* function, int32_t api_version, int32_t python,
                                  const char* opaque, size_t opaque_len, int32_t num_operands,
@@ -251,6 +255,8 @@ void kiln_custom_call(int64_t site_address, int64_t leaves_address) {
     } else {
       python_dispatcher(site->id, leaves, &status);
     }
+  } else if (site->ffi) {
+    kiln_ffi_call(site->ffi, leaves, NULL, &status);
   } else {
     void* slots[site->num_slots > 0 ? site->num_slots : 1];
     int32_t node = 0, leaf = 0, slot = site->num_operands;

@@ -33,6 +33,7 @@ from torch_mlir.dialects import arith, bufferization, func, memref
 from ...errors import KilnError
 from ...dialects import kiln as names
 from ...runtime import custom_call as cc
+from ...runtime import ffi
 from ...runtime.dtypes import numpy_dtype
 from ..ir_util import walk
 
@@ -162,6 +163,71 @@ def _config(op: ir.Operation) -> tuple[str, dict]:
     return text, attrs
 
 
+def ffi_attributes(op: ir.Operation, name: str, where: str) -> list[ffi.FfiAttr]:
+    """The typed-FFI attributes of a call of a C handler, with their exact MLIR types (the
+    headers decode by type): the dictionaries `backend_config` and `mhlo.backend_config`
+    (JAX's form; a string backend_config beside it is empty)."""
+    entries = []
+    for attr_name in ("backend_config", "mhlo.backend_config"):
+        cfg = op.attributes[attr_name] if attr_name in op.attributes else None
+        if isinstance(cfg, ir.DictAttr):
+            d = ir.DictAttr(cfg)
+            entries += [(d[i].name, d[i].attr) for i in range(len(d))]
+    return [_ffi_attr(n, a, name, where) for n, a in entries]
+
+
+def _ffi_attr(key: str, attr: ir.Attribute, name: str, where: str) -> ffi.FfiAttr:
+    def refuse(why: str):
+        return KilnError(f"custom call '{name}': attribute '{key}' ({attr}) {why}", location=where,
+                         hint="typed-FFI attributes are integer, float or bool scalars, strings, "
+                              "arrays of integers or floats, and dictionaries of these")
+
+    def scalar_type(t: ir.Type) -> str:
+        dtype = ffi.attribute_dtype(str(t))
+        if dtype is None:
+            raise refuse(f"has element type {t}, which the FFI cannot pass")
+        return dtype
+
+    if isinstance(attr, ir.BoolAttr):
+        return ffi.FfiAttr(key, "scalar", "pred", bool(ir.BoolAttr(attr).value))
+    if isinstance(attr, ir.IntegerAttr):
+        a = ir.IntegerAttr(attr)
+        return ffi.FfiAttr(key, "scalar", scalar_type(a.type), to_python(attr))
+    if isinstance(attr, ir.FloatAttr):
+        a = ir.FloatAttr(attr)
+        return ffi.FfiAttr(key, "scalar", scalar_type(a.type), a.value)
+    if isinstance(attr, ir.StringAttr):
+        return ffi.FfiAttr(key, "string", None, ir.StringAttr(attr).value)
+    if isinstance(attr, ir.DictAttr):
+        d = ir.DictAttr(attr)
+        return ffi.FfiAttr(key, "dict", None,
+                           [_ffi_attr(d[i].name, d[i].attr, name, where) for i in range(len(d))])
+    for kind, dtype in ((ir.DenseBoolArrayAttr, "pred"), (ir.DenseI8ArrayAttr, "s8"),
+                        (ir.DenseI16ArrayAttr, "s16"), (ir.DenseI32ArrayAttr, "s32"),
+                        (ir.DenseI64ArrayAttr, "s64"), (ir.DenseF32ArrayAttr, "f32"),
+                        (ir.DenseF64ArrayAttr, "f64")):
+        if isinstance(attr, kind):
+            return ffi.FfiAttr(key, "array", dtype, [v for v in kind(attr)])
+    if isinstance(attr, ir.DenseElementsAttr):
+        dense = ir.DenseElementsAttr(attr)
+        dtype = scalar_type(ir.ShapedType(dense.type).element_type)
+        values = to_python(attr)
+        if isinstance(values, str):
+            raise refuse("cannot be read")
+        return ffi.FfiAttr(key, "array", dtype, np.asarray(values).reshape(-1).tolist())
+    if isinstance(attr, ir.ArrayAttr):
+        items = list(ir.ArrayAttr(attr))
+        if all(isinstance(a, (ir.IntegerAttr, ir.FloatAttr)) and not isinstance(a, ir.BoolAttr)
+               for a in items):
+            types = {str(ir.IntegerAttr(a).type if isinstance(a, ir.IntegerAttr)
+                         else ir.FloatAttr(a).type) for a in items}
+            if len(types) <= 1:
+                dtype = scalar_type(ir.Type.parse(types.pop())) if types else "s64"
+                return ffi.FfiAttr(key, "array", dtype, [to_python(a) for a in items])
+        raise refuse("is an array of mixed or non-numeric elements")
+    raise refuse("has a kind the FFI cannot pass")
+
+
 def _layouts(op: ir.Operation, name: str) -> list[list[int] | None]:
     if name not in op.attributes:
         return []
@@ -216,7 +282,7 @@ def _leaf_spec(t: ir.RankedTensorType, perm: list[int] | None) -> cc.Leaf:
     except KilnError:
         dtype = np.dtype(np.uint8)  # only Python targets view buffers; they are checked below
     inverse = [perm.index(i) for i in range(len(perm))] if perm else None
-    return cc.Leaf(tuple(physical), dtype, tuple(inverse) if inverse else None)
+    return cc.Leaf(tuple(physical), dtype, tuple(inverse) if inverse else None, str(t.element_type))
 
 
 def _create(name: str, results: list[ir.Type], operands: list[ir.Value], **attributes) -> ir.Operation:
@@ -270,13 +336,14 @@ def _resolve(name: str, api: int, where: str) -> cc.CustomCallTarget:
         raise KilnError(f"custom call '{name}' has api_version {api}, but its target was "
                         f"registered for api_version {target.api_version}", location=where,
                         hint="the api_version selects the calling convention; they must agree")
-    if not target.is_python:
-        if api == cc.API_TYPED_FFI:
-            raise KilnError(f"custom call '{name}' uses the typed FFI (api_version 4), which Kiln "
-                            "supports for Python targets only", location=where,
-                            hint="register a Python callable, or use api_version 1-3 for C targets")
-        if api not in (1, 2, 3):
-            raise KilnError(f"custom call '{name}' has unknown api_version {api}", location=where)
+    if not target.is_python and api not in (1, 2, 3, cc.API_TYPED_FFI):
+        raise KilnError(f"custom call '{name}' has unknown api_version {api}", location=where)
+    if api == cc.API_TYPED_FFI and not target.ffi_capable:
+        raise KilnError(f"custom call '{name}' uses the typed FFI (api_version 4), but its target "
+                        "was declared with XLA_REGISTER_CUSTOM_CALL_TARGET, an api_version 1-3 "
+                        "function", location=where,
+                        hint="call it with api_version 1-3, or register an XLA FFI handler "
+                             "(XLA_FFI_DEFINE_HANDLER_SYMBOL) or a Python target")
     return target
 
 
@@ -295,6 +362,9 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
                         location=where)
     target = _resolve(name, api, where)
     backend_config, attributes = _config(op)
+    typed_attributes = None
+    if api == cc.API_TYPED_FFI and not target.is_python:
+        typed_attributes = ffi_attributes(op, name, where)
 
     # Operand and result structure.
     operands = list(op.operands)
@@ -385,13 +455,20 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
     if target.is_python:
         for t in [v.type for v in leaf_values] + result_types:
             numpy_dtype(str(ir.RankedTensorType(t).element_type))  # KilnError if no numpy view
+    elif typed_attributes is not None:
+        for t in [v.type for v in leaf_values] + result_types:
+            element = str(ir.RankedTensorType(t).element_type)
+            if element not in ffi.DTYPE_CODES:
+                raise KilnError(f"custom call '{name}' passes {element} buffers, which have no "
+                                "XLA FFI data type", location=where,
+                                hint="supported: " + ", ".join(ffi.DTYPE_CODES))
     tree_codes = []
     for t in operand_trees:
         _encode(t, tree_codes)
     _encode(result_tree, tree_codes)
     site = record_site(module, cc.SiteSpec(name, "cpu", api, backend_config, attributes,
                                            operand_specs, result_specs, len(operand_trees),
-                                           tree_codes, aliases))
+                                           tree_codes, aliases, typed_attributes))
 
     i64 = ir.IntegerType.get_signless(64)
     index = ir.IndexType.get()

@@ -12,12 +12,14 @@ from .jit import jit
 from .runtime.custom_call import register_custom_call, register_custom_call_library
 from .runtime.custom_call import REGISTRY as _REGISTRY
 from .runtime.lapack import register_lapack_targets as _register_lapack_targets
+from .runtime.jax_checks import register_jax_check_targets as _register_jax_check_targets
 
 _register_lapack_targets(_REGISTRY)  # JAX's CPU linear algebra (lapack_*_ffi) is built in
+_register_jax_check_targets(_REGISTRY)  # shape_assertion, when not decided at compile time
 
 __all__ = ["compile", "load", "load_executable", "jit", "Executable", "KilnError", "CheckFailure",
            "register_custom_call", "register_custom_call_library"]
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 
 @api_boundary

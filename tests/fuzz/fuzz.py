@@ -176,6 +176,10 @@ MUTATIONS = [byte_flip, token_edit, number_swap, dimension_swap, truncate]
 # -- running ----------------------------------------------------------------------------------
 def _child(data: bytes, send) -> None:
     os.environ["KILN_READ_TIMEOUT"] = "20"  # Kiln's reader process gives up before we do
+    # This child is the isolation: compile in it, so a compiler crash shows as its signal
+    # (in a compile worker it would be a KilnError naming the signal, counted the same below).
+    os.environ["KILN_COMPILE_IN_PROCESS"] = "1"
+    os.environ["KILN_CACHE"] = "0"
     import resource
     resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # a runaway allocation fails
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # MLIR prints diagnostics as it fails
@@ -195,7 +199,8 @@ def _child(data: bytes, send) -> None:
     except kiln.errors.InternalError as exc:  # Kiln's own bug, caught at its API boundary
         send.send(("stray", exc.one_line()[:300]))
     except kiln.KilnError as exc:
-        send.send(("error", exc.one_line()[:300]))
+        crashed = "crashed (SIG" in exc.message and "compiling" in exc.message
+        send.send(("signal" if crashed else "error", exc.one_line()[:300]))
     except BaseException as exc:  # noqa: BLE001 - what the fuzzer is looking for
         send.send(("stray", f"{type(exc).__name__}: {str(exc)[:300]}"))
 

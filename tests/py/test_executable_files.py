@@ -216,3 +216,8 @@ def test_libm_functions_link_in_a_fresh_process(in_process):
                           timeout=300, env={**os.environ, "KILN_CACHE": "0",
                                             "KILN_COMPILE_IN_PROCESS": in_process})
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_the_version_is_the_packages():
+    from importlib.metadata import version
+    assert kiln.__version__ == version("kiln")

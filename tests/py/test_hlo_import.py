@@ -566,3 +566,28 @@ ENTRY main {
     (y,) = kiln.compile(hlo)(x)
     np.testing.assert_array_equal(y, -x)          # numerics never depend on layouts
     assert y.flags.f_contiguous and not y.flags.c_contiguous  # {0,1}: column-major memory
+
+
+def test_jax_linear_algebra_hlo_dumps_run_with_typed_ffi_calls():
+    """JAX's HLO dumps (before and after XLA's optimizations) write LAPACK calls as
+    api_version=API_VERSION_TYPED_FFI with a dictionary backend_config: they run and match JAX."""
+    import kiln
+    rng = np.random.default_rng(0)
+    sq = rng.standard_normal((4, 4)).astype(np.float32)
+    spd, sym = sq @ sq.T + 4 * np.eye(4, dtype=np.float32), sq + sq.T
+    programs = [
+        (jnp.linalg.cholesky, spd), (jnp.linalg.eigh, sym), (jnp.linalg.svd, sq),
+        (jnp.linalg.qr, sq), (lambda a: jnp.linalg.solve(a, a[:, :2]), sq),
+        (lambda a: lax.linalg.triangular_solve(a, a, left_side=True, lower=True), spd),
+        (jnp.linalg.eig, sq), (jax.scipy.linalg.schur, sq), (jax.scipy.linalg.hessenberg, sq),
+        (lax.linalg.tridiagonal, sym),
+        (lambda a: lax.linalg.tridiagonal_solve(a[0] * 0.1, a[1] + 3, a[2] * 0.1, a), sq)]
+    for f, x in programs:
+        lowered = jax.jit(f).lower(x)
+        want = jax.tree_util.tree_leaves(jax.jit(f)(x))
+        for text in (lowered.as_text(dialect="hlo"), lowered.compile().as_text()):
+            assert "API_VERSION_TYPED_FFI" in text
+            got = kiln.compile(text)(x)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-4)

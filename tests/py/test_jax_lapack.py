@@ -18,7 +18,8 @@ pytestmark = pytest.mark.usefixtures("jax_x64")  # float64 references
 
 
 # geqrf is not re-exported by jax.lax.linalg; it is the primitive JAX's qr lowers through.
-_geqrf = getattr(lax.linalg, "geqrf", None) or __import__("jax._src.lax.linalg", fromlist=["x"]).geqrf
+_linalg = __import__("jax._src.lax.linalg", fromlist=["x"])  # geqrf, geqp3: not re-exported
+_geqrf = getattr(lax.linalg, "geqrf", None) or _linalg.geqrf
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 # Each comparison with jax compiles a program: the other routines sweep a real and a complex type.
@@ -235,3 +236,130 @@ def test_batched_linear_algebra_end_to_end(rng, dtype):
     for g, w in zip(got, jax.jit(f)(a, b)):
         assert g.dtype == w.dtype
         close(g, w, dtype)
+
+
+# -- the rest of jaxlib's CPU targets: eig, Schur, Hessenberg, tridiagonal, gtsv, geqp3, ormqr ----
+def test_every_jaxlib_cpu_lapack_target_is_built_in():
+    """Kiln's table covers jaxlib's own registrations (the names XLA:CPU links)."""
+    from jaxlib.cpu import _lapack
+    assert set(_lapack.registrations()) <= set(lapack.targets())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_geev_matches_jax_eig(rng, dtype):
+    a = fortran(rand(rng, (2, 4, 4), dtype))
+    cplx = np.result_type(dtype, np.complex64)
+    real = np.dtype(dtype).kind == "f"
+    w_parts = [np.zeros((2, 4), dtype) for _ in range(2 if real else 1)]
+    vl, vr, info = empty_like(a, dtype=cplx), empty_like(a, dtype=cplx), np.zeros(2, np.int32)
+    lapack.geev([*w_parts, vl, vr, info], [a], attributes={"compute_left": V, "compute_right": V})
+    w = w_parts[0] + 1j * w_parts[1] if real else w_parts[0]
+    want_w, want_vl, want_vr = lax.linalg.eig(a, compute_left_eigenvectors=True)
+    assert (info == 0).all()
+    close(w, want_w, dtype)
+    close(vr, want_vr, dtype)  # the same LAPACK routine: the same normalization and phase
+    close(vl, want_vl, dtype)
+    close(a @ vr, vr * w[..., None, :], dtype)
+
+
+@pytest.mark.parametrize("dtype", SOME)
+def test_gees_matches_jax_schur(rng, dtype):
+    a = fortran(rand(rng, (3, 3), dtype))
+    real = np.dtype(dtype).kind == "f"
+    t, vs = empty_like(a), empty_like(a)
+    w_parts = [np.zeros(3, dtype) for _ in range(2 if real else 1)]
+    sdim, info = np.zeros((), np.int32), np.zeros((), np.int32)
+    lapack.gees([t, vs, *w_parts, sdim, info], [a], attributes={"mode": V, "sort": N})
+    want_t, want_vs = lax.linalg.schur(a)
+    assert info == 0
+    close(t, want_t, dtype)
+    close(vs, want_vs, dtype)
+    close(vs @ t @ np.conj(vs.T), a, dtype)
+    with pytest.raises(CustomCallError, match="sorting"):
+        lapack.gees([t, vs, *w_parts, sdim, info], [a], attributes={"mode": V, "sort": ord("S")})
+
+
+@pytest.mark.parametrize("dtype", SOME)
+def test_gehrd_matches_jax_hessenberg(rng, dtype):
+    a = fortran(rand(rng, (2, 4, 4), dtype))
+    h, tau, info = empty_like(a), np.zeros((2, 3), dtype), np.zeros(2, np.int32)
+    lapack.gehrd([h, tau, info], [a], attributes={"low": np.int32(1), "high": np.int32(4)})
+    want_h, want_tau = lax.linalg.hessenberg(a)
+    close(h, want_h, dtype)
+    close(tau, want_tau, dtype)
+    assert (info == 0).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("uplo", [L, U])
+def test_sytrd_matches_jax_tridiagonal(rng, dtype, uplo):
+    x = rand(rng, (4, 4), dtype)
+    a = fortran(x + np.conj(x.T))
+    real = np.finfo(dtype).dtype
+    out, d, e = empty_like(a), np.zeros(4, real), np.zeros(3, real)
+    tau, info = np.zeros(3, dtype), np.zeros((), np.int32)
+    lapack.sytrd([out, d, e, tau, info], [a], attributes={"uplo": uplo})
+    for got, want in zip((out, d, e, tau), lax.linalg.tridiagonal(a, lower=uplo == L)):
+        close(got, want, dtype)
+    assert info == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gtsv_matches_jax_tridiagonal_solve(rng, dtype):
+    m = 5
+    dl, d, du = rand(rng, (3, m), dtype), rand(rng, (3, m), dtype) + 4, rand(rng, (3, m), dtype)
+    dl[:, 0], du[:, -1] = 0, 0
+    b = fortran(rand(rng, (3, m, 2), dtype))
+    outs = [np.zeros_like(dl), np.zeros_like(d), np.zeros_like(du), empty_like(b),
+            np.zeros(3, np.int32)]
+    lapack.gtsv(outs, [dl, d, du, b], attributes={})
+    close(outs[3], lax.linalg.tridiagonal_solve(dl, d, du, b), dtype)
+    assert (outs[4] == 0).all()
+    singular = [np.zeros(m, dtype), np.zeros(m, dtype), np.zeros(m, dtype), fortran(b[0])]
+    outs = [np.zeros(m, dtype)] * 3 + [empty_like(b[0]), np.zeros((), np.int32)]
+    lapack.gtsv(outs, singular, attributes={})
+    assert outs[4] == 1  # U(1, 1) is exactly zero: JAX turns the result into NaNs
+
+
+@pytest.mark.parametrize("dtype", SOME)
+def test_tridiagonal_solve_perturbed_matches_jax(rng, dtype):
+    m = 6
+    dl, d, du = rand(rng, (2, m), dtype), rand(rng, (2, m), dtype), rand(rng, (2, m), dtype)
+    dl[:, 0], du[:, -1] = 0, 0
+    d[1, :] = 0  # a singular matrix too: its tiny pivots are perturbed, not divided by
+    du[1, :-1], dl[1, 1:] = 1, 1
+    b = fortran(rand(rng, (2, m, 3), dtype))
+    x = empty_like(b)
+    lapack.tridiagonal_solve_perturbed([x], [dl, d, du, b], attributes={})
+    want = lax.linalg.tridiagonal_solve(dl, d, du, b, perturb_singular=True)
+    close(x[0], want[0], dtype)
+    assert np.isfinite(x[1]).all()
+    np.testing.assert_allclose(np.asarray(x[1]), np.asarray(want[1]), rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", SOME)
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (5, 3)])
+def test_geqp3_matches_jax_pivoted_qr(rng, dtype, shape):
+    a = fortran(rand(rng, shape, dtype))
+    k = min(shape)
+    out, jpvt, tau = empty_like(a), np.zeros(shape[1], np.int32), np.zeros(k, dtype)
+    lapack.geqp3([out, jpvt, tau], [a, np.zeros(shape[1], np.int32)], attributes={})
+    want_a, want_p, want_tau = _linalg.geqp3(a, np.zeros(shape[1], np.int32))
+    np.testing.assert_array_equal(jpvt, want_p)  # both 1-based
+    close(out, want_a, dtype)
+    close(tau, want_tau, dtype)
+    with pytest.raises(CustomCallError, match="jpvt"):
+        lapack.geqp3([out, jpvt, tau], [a, np.ones(shape[1], np.int32)], attributes={})
+
+
+@pytest.mark.parametrize("dtype", SOME)
+@pytest.mark.parametrize("left,transpose", [(True, False), (True, True), (False, False),
+                                            (False, True)])
+def test_ormqr_matches_jax(rng, dtype, left, transpose):
+    a = fortran(rand(rng, (4, 3), dtype))
+    qr, tau = empty_like(a), np.zeros(3, dtype)
+    lapack.geqrf([qr, tau], [a], attributes={})
+    c = fortran(rand(rng, (4, 2) if left else (2, 4), dtype))
+    out = empty_like(c)
+    lapack.ormqr([out], [qr, tau, c], attributes={"left": left, "transpose": transpose})
+    close(out, lax.linalg.ormqr(qr, tau, c, left=left, transpose=transpose), dtype)

@@ -26,7 +26,7 @@ SOURCES = {"kiln": ROOT / "python" / "kiln", "kiln.lowering": ROOT / "lowering",
 # one layer are independent of each other.
 LAYERS: list[tuple[str, list[str]]] = [
     ("errors", ["kiln.errors"]),
-    ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout"]),
+    ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout", "kiln.version"]),
     ("dialects (check, kiln, sdy)", ["kiln.dialects"]),
     ("the MLIR context", ["kiln.context"]),
     # How compiled code and numpy meet: memref descriptors, dtypes, custom calls, check

@@ -17,10 +17,6 @@ def compile_source(source, target: str = "cpu", *, entry: str | None = None,
     from ..frontend import import_program
     from ..targets import get_target
     verify = bool(options.pop("verify", False))
-    from .build import will_use_worker
-    if will_use_worker(options):
-        from .worker import prestart
-        prestart()
     imported = import_program(source, make_context(), filename)
     return Executable(imported.module, get_target(target, **options), entry, imported.filename,
                       convention=imported.convention, verify=verify)

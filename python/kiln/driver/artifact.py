@@ -27,12 +27,8 @@ MAGIC = b"KILNART1"
 def kiln_build() -> str:
     """Kiln's version and a digest of its code (Python sources and the native runtime): code
     compiled by one build is only ever loaded by the same build."""
-    from importlib.metadata import PackageNotFoundError, version
     from ..native import runtime_library
-    try:
-        __version__ = version("kiln")
-    except PackageNotFoundError:  # running from a source tree
-        __version__ = "0+source"
+    from ..version import __version__
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for root in sorted({package, *(Path(m.__file__).resolve().parent for m in _subpackages())}):

@@ -23,6 +23,7 @@ from ..lowering.legalize.custom_calls import read_sites
 from ..targets.objects import host_cpu
 from ..dumping import DumpWriter, program_name
 from ..pipeline import StageTiming, run_stages
+from ..runtime.dtypes import SUB_BYTE_BITS
 from ..runtime.memref import TensorSpec
 from ..targets.base import Invoker, Target
 from . import plan
@@ -79,6 +80,11 @@ class Compiled:
     @property
     def dimension_values(self) -> dict[int, int]:
         return self.artifact.dimension_values
+
+    def __post_init__(self):
+        # Decided once, not at every call.
+        self.sub_byte_results = any(r.element in SUB_BYTE_BITS for r in self.artifact.results)
+        self.distinct_sources = len(set(self.artifact.sources)) == len(self.artifact.sources)
 
 
 @dataclass

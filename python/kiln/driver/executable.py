@@ -206,13 +206,17 @@ class Executable:
                     f"arguments' shapes give", hint="pass the matching size")
         buffers = [_result_buffer(s, i, self.entry) for i, s in enumerate(compiled.results)]
         compiled.invoke(self.layouts.physical_arguments(arrays) + buffers)
-        for out, spec in zip(buffers, compiled.results):
-            normalize_sub_byte(out, spec.element)
-        first_use: set[int] = set()
-        outputs = []
-        for source in compiled.sources:
-            outputs.append(buffers[source] if source not in first_use else buffers[source].copy())
-            first_use.add(source)
+        if compiled.sub_byte_results:
+            for out, spec in zip(buffers, compiled.results):
+                normalize_sub_byte(out, spec.element)
+        if compiled.distinct_sources:
+            outputs = [buffers[source] for source in compiled.sources]
+        else:
+            first_use: set[int] = set()
+            outputs = []
+            for source in compiled.sources:
+                outputs.append(buffers[source] if source not in first_use else buffers[source].copy())
+                first_use.add(source)
         outcomes = [check_eval.evaluate({**c, "loc": format_location(c["loc"], self.filename)},
                                         [outputs[i] for i in c["results"]]) for c in compiled.checks]
         results = self.layouts.logical_results(outputs[:compiled.user_results])
@@ -242,6 +246,9 @@ class Executable:
             self.convention, next_module_id(), REGISTRY.describe(), want_plan)
 
     def _compiled_for(self, shapes: tuple) -> Compiled:
+        compiled = self._cache.get(shapes)  # compiled already: no lock needed to read
+        if compiled is not None:
+            return compiled
         with self._lock:
             if shapes not in self._cache:
                 self._cache[shapes] = self._compile(shapes)
@@ -358,6 +365,10 @@ def _from_python(arg, spec: TensorSpec, what: str) -> np.ndarray:
 
 
 def _coerce_one(arg, spec: TensorSpec, what: str) -> np.ndarray:
+    # The common case first, cheaply: a contiguous numpy array of the right dtype and shape.
+    if type(arg) is np.ndarray and arg.dtype == spec.dtype and arg.shape == spec.shape and \
+            arg.flags.c_contiguous:
+        return arg
     if hasattr(arg, "__dlpack__") and not isinstance(arg, np.ndarray):
         try:
             arg = np.from_dlpack(arg)

@@ -81,14 +81,6 @@ def _acquire() -> _Server:
     return _Server()
 
 
-def prestart() -> None:
-    """Start a server now, if none is idle, so that it boots (Python and MLIR imports, about
-    half a second) while the caller reads its input."""
-    with _pool_lock:
-        if not any(server.alive() for server in _idle):
-            _idle.append(_Server())
-
-
 def _release(server: _Server) -> None:
     with _pool_lock:
         if server.alive() and len(_idle) < max(2, os.cpu_count() or 2):

@@ -14,8 +14,8 @@ token results are dropped. Dimension variables of shape-polymorphic exports are 
 inside the artifact from the argument shapes (JAX wraps them), so a dynamic `@main` compiles
 per concrete shape through the Executable's shape refinement; a `@main` that still takes a
 dimension argument (`jax.global_constant = "b"`) gets it from `get_dimension_size` of the
-argument whose symbolic shape names it. `shape_assertion` custom calls become
-`check.expect_true`, and the Python side checks shapes against the symbolic ones first.
+argument whose symbolic shape names it. `shape_assertion` custom calls stay (the pipeline
+raises their messages), and the Python side checks shapes against the symbolic ones first.
 
 The loaders return the module with its calling convention (convention.py: the pytrees, the
 symbolic shapes, how to specialise), which the driver applies; it also travels with the module
@@ -509,19 +509,9 @@ def _hlo(name: str, operands: list[ir.Value], result: ir.Type, **attributes) -> 
 
 
 def _rewrite_shape_assertions(module: ir.Module) -> None:
-    """JAX's `shape_assertion` custom call holds when the shapes fit the symbolic ones. After
-    specialisation its predicate folds; `check.expect_true` makes Kiln enforce it."""
-    from ..lowering.ir_util import walk
-    for op in list(walk(module.operation)):
-        if op.name != "stablehlo.custom_call" or \
-                ir.StringAttr(op.attributes["call_target_name"]).value != "shape_assertion":
-            continue
-        message = ir.StringAttr(op.attributes["error_message"]).value \
-            if "error_message" in op.attributes else "shape assertion"
-        with ir.InsertionPoint(op), ir.Location.name(message[:200], childLoc=op.location):
-            ir.Operation.create("stablehlo.custom_call", results=[], operands=[op.operands[0]],
-                                attributes={"call_target_name": ir.StringAttr.get("check.expect_true"),
-                                            "has_side_effect": ir.BoolAttr.get(True)})
-        op.erase()
+    """JAX's `shape_assertion` custom calls stay as they are: the CPU pipeline's
+    `kiln-lower-jax-custom-calls` (lowering/legalize/jax_targets.py) decides those whose
+    predicate folds once shapes are specialised, and runs the others, raising JAX's error
+    message formatted with the call's arguments when one fails."""
 
 

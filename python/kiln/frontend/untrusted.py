@@ -227,7 +227,13 @@ def _touch_strings(module: ir.Module) -> None:
         op = stack.pop()
         str(op.location)
         for name in op.attributes:
-            _touch_attribute(op.attributes[name])
+            try:
+                attr = op.attributes[name]
+            except TypeError:
+                # The bindings cannot cast dense complex constants to a Python class; such
+                # an attribute holds numbers only, no string to check.
+                continue
+            _touch_attribute(attr)
         for region in op.regions:
             for block in region.blocks:
                 stack.extend(child.operation for child in block.operations)

@@ -4,10 +4,13 @@ Python-callable ABI.
 A target is registered under a name and a platform ("cpu", also spelled "Host"; or "CUDA").
 It is either
 
-* a C function (a ctypes function pointer, an address, or a function a shared library
-  registered with XLA_REGISTER_CUSTOM_CALL_TARGET): called by the C dispatcher in
+* a C function (a ctypes function pointer, an address, a PyCapsule such as
+  `jax.ffi.pycapsule(fn)` returns, or a function a shared library registered with
+  XLA_REGISTER_CUSTOM_CALL_TARGET or XLA_FFI_REGISTER_HANDLER): called by the C dispatcher in
   libkiln_runtime with XLA's calling convention for the call's api_version (see
-  kiln/custom_call.h), or
+  kiln/custom_call.h; api_version 4 is XLA's typed FFI, kiln/ffi.h and runtime/ffi.py), or
+* a dictionary of typed-FFI handlers by execution stage ({"instantiate": ..., "prepare": ...,
+  "initialize": ..., "execute": ...}; only "execute" is required), or
 * a Python callable `fn(results, operands, *, attributes, backend_config)`: `operands` and
   `results` are lists of numpy arrays viewing the call's buffers (tuples flattened depth first;
   operands read-only, results to fill in place); `attributes` is the `mhlo.backend_config`
@@ -34,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import CustomCallError, KilnError
+from . import ffi
 
 # XLA's CustomCallApiVersion values.
 API_ORIGINAL, API_STATUS_RETURNING, API_STATUS_RETURNING_UNIFIED, API_TYPED_FFI = 1, 2, 3, 4
@@ -86,6 +90,7 @@ def runtime() -> ctypes.CDLL:
             lib.KilnInvoke.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
             lib.KilnInvoke.restype = ctypes.c_int
             lib.KilnCustomCallRegistrations.restype = ctypes.POINTER(_Registration)
+            ffi.declare(lib)
             lib.KilnSetPythonDispatcher.argtypes = [_DISPATCHER_TYPE]
             lib.KilnSetPythonDispatcher(_python_dispatcher)
             _lib = lib
@@ -112,6 +117,10 @@ class CustomCallTarget:
     origin: str = "python"
     keep_alive: Any = None
     placeholder: bool = False                 # stands for a caller's target in a compile worker
+    ffi_stages: dict[str, int] | None = None  # typed-FFI handlers by stage ("execute": address)
+    # False for XLA_REGISTER_CUSTOM_CALL_TARGET functions: they declare api_version 1-3
+    # signatures, so a typed-FFI call of one is refused at compile time.
+    ffi_capable: bool = True
 
     @property
     def is_python(self) -> bool:
@@ -137,16 +146,23 @@ class CustomCallRegistry:
             raise KilnError(f"unknown api_version {api_version!r} for custom call {name!r}",
                             hint="XLA's versions: " + ", ".join(f"{k} ({v})" for k, v in _API_NAMES.items()))
         entry = CustomCallTarget(name, platform, api_version=api_version, origin=origin)
-        if isinstance(target, ctypes._CFuncPtr):
-            entry.address = ctypes.cast(target, ctypes.c_void_p).value
+        address = ffi.address_of(target, name)
+        if isinstance(target, dict):  # typed-FFI handlers by execution stage
+            if api_version not in (None, API_TYPED_FFI):
+                raise KilnError(f"custom-call target {name!r} is a dictionary of typed-FFI "
+                                f"handlers, which need api_version 4, not {api_version}")
+            entry.ffi_stages = ffi.handler_addresses(target, name)
+            entry.address, entry.api_version = entry.ffi_stages["execute"], API_TYPED_FFI
             entry.keep_alive = target
-        elif isinstance(target, int) and not isinstance(target, bool):
-            entry.address = target
+        elif address is not None:
+            entry.address = address
+            entry.keep_alive = target  # a ctypes function or capsule owns what it points at
         elif callable(target):
             entry.function = target
         else:
             raise KilnError(f"custom-call target {name!r} must be a ctypes function pointer, an "
-                            f"address or a Python callable, got {type(target).__name__}")
+                            f"address, a PyCapsule, a dictionary of typed-FFI handlers by stage "
+                            f"or a Python callable, got {type(target).__name__}")
         if entry.address is not None and not entry.address:
             raise KilnError(f"custom-call target {name!r} is a null function pointer")
         with self._lock:
@@ -182,9 +198,12 @@ class CustomCallRegistry:
         with self._lock:
             self._targets.pop((normalize_platform(platform), name), None)
 
-    def load_library(self, path) -> list[str]:
-        """dlopen a shared library; its XLA_REGISTER_CUSTOM_CALL_TARGET constructors append to
-        libkiln_runtime's list, whose new entries are registered here. Returns their names."""
+    def load_library(self, path, symbols=None, api_version: int | None = None) -> list[str]:
+        """dlopen a shared library; its XLA_REGISTER_CUSTOM_CALL_TARGET constructors and
+        XLA_FFI_REGISTER_HANDLER registrations append to libkiln_runtime's lists, whose new
+        entries are registered here. `symbols` ({target name: symbol name}, or names that are
+        both) registers the library's functions by symbol, with `api_version` (for handlers
+        defined by XLA_FFI_DEFINE_HANDLER_SYMBOL: 4). Returns the names registered."""
         lib_runtime = runtime()
         path = Path(path)
         if not path.is_file():
@@ -206,10 +225,44 @@ class CustomCallRegistry:
                 node = node.contents.next
         for reg in reversed(fresh):  # the list is newest first; register in declaration order
             name = reg.name.decode()
-            self.register(name, int(reg.function), reg.platform.decode(), origin=str(path))
-            self._targets[(normalize_platform(reg.platform.decode()), name)].keep_alive = handle
+            entry = self.register(name, int(reg.function), reg.platform.decode(), origin=str(path))
+            entry.keep_alive, entry.ffi_capable = handle, False
+            added.append(name)
+        for reg in self._fresh_ffi_registrations(lib_runtime):
+            stages = {s: getattr(reg, s) for s in ffi.STAGES if getattr(reg, s)}
+            entry = self.register(reg.name.decode(), stages, reg.platform.decode(),
+                                  origin=str(path))
+            entry.keep_alive = handle
+            added.append(entry.name)
+        if isinstance(symbols, dict):
+            by_symbol = dict(symbols)
+        else:
+            by_symbol = {name: name for name in (symbols or ())}
+        for name, symbol in by_symbol.items():
+            try:
+                function = getattr(handle, symbol)
+            except AttributeError:
+                raise KilnError(f"custom-call library {str(path)!r} has no symbol {symbol!r}",
+                                hint="export it with extern \"C\" (XLA_FFI_DEFINE_HANDLER_SYMBOL "
+                                     "does) and check the name with `nm -D`") from None
+            self.register(name, ctypes.cast(function, ctypes.c_void_p).value,
+                          api_version=api_version, origin=str(path))
+            self._targets[("cpu", name)].keep_alive = handle
             added.append(name)
         return added
+
+    def _fresh_ffi_registrations(self, lib_runtime: ctypes.CDLL) -> list:
+        """Handlers registered through the FFI API since the last look, oldest first."""
+        fresh = []
+        with self._lock:
+            node = lib_runtime.KilnFfiRegistrations()
+            while node:
+                address = ctypes.addressof(node.contents)
+                if address not in self._seen_registrations:
+                    self._seen_registrations.add(address)
+                    fresh.append(node.contents)
+                node = node.contents.next
+        return list(reversed(fresh))
 
 
     def describe(self) -> list[tuple[str, str, int | None, bool]]:
@@ -217,7 +270,8 @@ class CustomCallRegistry:
         needs to check calls against this process's registrations (`install_placeholders`)."""
         self.load_environment()
         with self._lock:
-            return [(t.name, t.platform, t.api_version, t.is_python) for t in self._targets.values()]
+            return [(t.name, t.platform, t.api_version, t.is_python, t.ffi_capable)
+                    for t in self._targets.values()]
 
     def install_placeholders(self, described) -> None:
         """In a compile worker: stand-ins for the caller's targets, enough to check calls
@@ -228,8 +282,8 @@ class CustomCallRegistry:
                 (platform, name): CustomCallTarget(
                     name, platform, api_version=api_version, placeholder=True,
                     function=_placeholder if is_python else None,
-                    address=None if is_python else 1)
-                for name, platform, api_version, is_python in described}
+                    address=None if is_python else 1, ffi_capable=ffi_capable)
+                for name, platform, api_version, is_python, ffi_capable in described}
 
 
 def _placeholder(*args, **kwargs):  # pragma: no cover - never called: sites are not made
@@ -242,19 +296,24 @@ REGISTRY = CustomCallRegistry()
 def register_custom_call(name: str, target, platform: str = "cpu", api_version: int | None = None):
     """Register `target` as custom-call target `name` on `platform`.
 
-    `target` is a ctypes function pointer (or an integer address) following XLA's C calling
-    convention for the call's api_version (1, 2 or 3 on the CPU), or a Python callable
-    `fn(results, operands, *, attributes, backend_config)` (any api_version; with 4, XLA's
-    typed FFI, `attributes` carries the `mhlo.backend_config` dictionary). With `api_version`
-    given, calls with another api_version are rejected at compile time. Registering a name
-    again replaces it for programs compiled afterwards."""
+    `target` is a C function -- a ctypes function pointer, an integer address or a PyCapsule
+    (`jax.ffi.pycapsule(fn)`) -- following XLA's C calling convention for the call's
+    api_version (1, 2 or 3 on the CPU; 4, XLA's typed FFI, for handlers built against jaxlib's
+    `xla/ffi/api/ffi.h`); a dictionary of typed-FFI handlers by execution stage
+    ({"instantiate", "prepare", "initialize", "execute"}; api_version 4); or a Python callable
+    `fn(results, operands, *, attributes, backend_config)` (any api_version; with 4,
+    `attributes` carries the `mhlo.backend_config` dictionary). With `api_version` given,
+    calls with another api_version are rejected at compile time. Registering a name again
+    replaces it for programs compiled afterwards."""
     REGISTRY.register(name, target, platform, api_version)
 
 
-def register_custom_call_library(path) -> list[str]:
-    """Load a shared library and register the targets its XLA_REGISTER_CUSTOM_CALL_TARGET
-    macros declare; returns their names."""
-    return REGISTRY.load_library(path)
+def register_custom_call_library(path, symbols=None, api_version: int | None = None) -> list[str]:
+    """Load a shared library and register the targets its XLA_REGISTER_CUSTOM_CALL_TARGET and
+    XLA_FFI_REGISTER_HANDLER macros declare, plus `symbols` ({target name: symbol}, or a list
+    of names that are both) with `api_version` (4 for XLA_FFI_DEFINE_HANDLER_SYMBOL handlers);
+    returns their names."""
+    return REGISTRY.load_library(path, symbols, api_version)
 
 
 # ---- call sites -----------------------------------------------------------------------------
@@ -266,10 +325,17 @@ class Leaf:
     shape: tuple[int, ...]
     dtype: np.dtype
     view_perm: tuple[int, ...] | None = None
+    element: str | None = None  # the MLIR element type (typed-FFI targets see its XLA dtype)
 
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        if self.view_perm is None:
+            return tuple(self.shape)
+        return tuple(self.shape[p] for p in self.view_perm)
 
 
 @dataclass
@@ -301,27 +367,40 @@ class SiteSpec:
     num_operands: int
     tree: list[int]
     aliases: dict[int, int] = field(default_factory=dict)  # result leaf -> operand leaf
+    # A C typed-FFI target's attributes with their exact types (None for other calls).
+    ffi_attributes: list[ffi.FfiAttr] | None = None
 
     def to_json(self) -> dict:
         from .serialization import encode
-        leaf = lambda x: {"shape": list(x.shape), "dtype": x.dtype.str if x.dtype.kind != "V"  # noqa: E731
-                          else x.dtype.name, "view_perm": x.view_perm and list(x.view_perm)}
-        return {"target": self.target, "platform": self.platform, "api_version": self.api_version,
-                "backend_config": self.backend_config, "attributes": encode(self.attributes),
-                "operands": [leaf(x) for x in self.operands],
-                "results": [leaf(x) for x in self.results], "num_operands": self.num_operands,
-                "tree": self.tree, "aliases": [[r, o] for r, o in self.aliases.items()]}
+
+        def leaf(x: Leaf) -> dict:
+            out = {"shape": list(x.shape), "dtype": x.dtype.str if x.dtype.kind != "V"
+                   else x.dtype.name, "view_perm": x.view_perm and list(x.view_perm)}
+            if x.element is not None:
+                out["element"] = x.element
+            return out
+        out = {"target": self.target, "platform": self.platform, "api_version": self.api_version,
+               "backend_config": self.backend_config, "attributes": encode(self.attributes),
+               "operands": [leaf(x) for x in self.operands],
+               "results": [leaf(x) for x in self.results], "num_operands": self.num_operands,
+               "tree": self.tree, "aliases": [[r, o] for r, o in self.aliases.items()]}
+        if self.ffi_attributes is not None:
+            out["ffi_attributes"] = [a.to_json() for a in self.ffi_attributes]
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> SiteSpec:
         from .serialization import decode
         from .dtypes import numpy_dtype_named
         leaf = lambda x: Leaf(tuple(x["shape"]), numpy_dtype_named(x["dtype"]),  # noqa: E731
-                              tuple(x["view_perm"]) if x["view_perm"] else None)
+                              tuple(x["view_perm"]) if x["view_perm"] else None,
+                              x.get("element"))
+        typed = data.get("ffi_attributes")
         return cls(data["target"], data["platform"], data["api_version"], data["backend_config"],
                    decode(data["attributes"]), [leaf(x) for x in data["operands"]],
                    [leaf(x) for x in data["results"]], data["num_operands"], data["tree"],
-                   {r: o for r, o in data["aliases"]})
+                   {r: o for r, o in data["aliases"]},
+                   None if typed is None else [ffi.FfiAttr.from_json(a) for a in typed])
 
 
 _site_ids = itertools.count(1)
@@ -340,14 +419,17 @@ def make_site_for(spec: SiteSpec) -> CallSite:
         raise KilnError(f"custom-call target '{spec.target}' was registered for api_version "
                         f"{target.api_version}, but the program calls it with {spec.api_version}")
     site = make_site(target, spec.api_version, spec.backend_config, spec.attributes,
-                     spec.operands, spec.results, spec.num_operands, spec.tree)
+                     spec.operands, spec.results, spec.num_operands, spec.tree,
+                     spec.ffi_attributes)
     site.aliases = dict(spec.aliases)
     return site
 
 
 def make_site(target: CustomCallTarget, api_version: int, backend_config: str, attributes: dict,
-              operands: list[Leaf], results: list[Leaf], num_operands: int, tree: list[int]) -> CallSite:
-    """Create the C call site compiled code passes to kiln_custom_call."""
+              operands: list[Leaf], results: list[Leaf], num_operands: int, tree: list[int],
+              ffi_attributes: list[ffi.FfiAttr] | None = None) -> CallSite:
+    """Create the C call site compiled code passes to kiln_custom_call (for a C typed-FFI
+    target, with its FFI site: leaf types, encoded attributes, instantiated handler)."""
     lib = runtime()
     if target.placeholder:
         raise KilnError(f"custom-call target '{target.name}' is a placeholder in a compile "
@@ -360,6 +442,10 @@ def make_site(target: CustomCallTarget, api_version: int, backend_config: str, a
                                      num_operands, tree_array, len(tree))
     if not address:
         raise KilnError("out of memory creating a custom-call site")
+    if api_version == API_TYPED_FFI and not target.is_python:
+        stages = target.ffi_stages or {"execute": target.address}
+        lib.KilnCallSiteSetFfi(address, ffi.create_site(lib, target.name, stages, operands,
+                                                        results, ffi_attributes or []))
     site.address = address
     _SITES[site.id] = site
     return site

@@ -27,6 +27,18 @@ Targets (t in s, d, c, z):
   orgqr / ungqr(a, tau) -> q
   syevd / heevd(a) -> (v, w, info)            attrs: mode ('V' vectors / 'N'), uplo
   gesdd / gesvd(a) -> (a_out, s, u, vt, info) attrs: mode ('A' full, 'S' reduced, 'N' none)
+  geev(a) -> (wr, wi, vl, vr, info) real,     attrs: compute_left, compute_right ('V' / 'N')
+          -> (w, vl, vr, info) complex        (vl, vr complex: conjugate pairs unpacked)
+  gees(a) -> (t, vs, wr, wi, sdim, info) real attrs: mode ('V' Schur vectors / 'N'),
+          -> (t, vs, w, sdim, info) complex          sort ('N' only: JAX has no select callback)
+  gehrd(a) -> (h, tau, info)                  attrs: low, high (LAPACK's 1-based ILO, IHI)
+  sytrd / hetrd(a) -> (a, d, e, tau, info)    attrs: uplo
+  gtsv(dl, d, du, b) -> (dl, d, du, x, info)  dl[0] and du[-1] are padding (JAX's convention)
+  geqp3(a, jpvt) -> (a, jpvt, tau)            jpvt 1-based in and out, 0 = a free column
+  ormqr / unmqr(a, tau, c) -> c               attrs: left, transpose (bools; Q^H for complex)
+and one target without a LAPACK routine behind it:
+  tridiagonal_solve_perturbed_ffi(dl, d, du, b) -> x   pivoted elimination whose tiny pivots
+      are nudged instead of failing (jax.scipy.linalg.eigh_tridiagonal's inverse iteration)
 """
 from __future__ import annotations
 
@@ -180,6 +192,267 @@ def _svd(routine: str):
 gesdd = _svd("gesdd")
 gesvd = _svd("gesvd")
 
+def _flag(attributes: dict, name: str) -> bool:
+    value = attributes.get(name)
+    if value is None:
+        raise CustomCallError(f"missing attribute '{name}'", hint="JAX passes it in mhlo.backend_config")
+    return bool(np.asarray(value).item())
+
+
+def _real_dtype(dtype) -> np.dtype:
+    return np.finfo(dtype).dtype
+
+
+def _unpack_pairs(w: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Real LAPACK stores the eigenvectors of a conjugate pair (w[j], w[j+1]) as two real
+    columns: v[:, j] +/- i v[:, j+1]. Returns them as complex columns."""
+    out = v.astype(np.result_type(v.dtype, np.complex64))
+    j = 0
+    while j < len(w):
+        if w[j].imag != 0 and j + 1 < len(w):
+            re, im = v[:, j], v[:, j + 1]
+            out[:, j], out[:, j + 1] = re + 1j * im, re - 1j * im
+            j += 2
+        else:
+            j += 1
+    return out
+
+
+def geev(results, operands, *, attributes, backend_config=None):
+    (a,) = operands
+    t = _t(a, "geev")
+    real = t in "sd"
+    _check(results, 5 if real else 4, operands, 1, "geev")
+    left = _char(attributes, "compute_left", "N") == "V"
+    right = _char(attributes, "compute_right", "V") == "V"
+    fn = _lapack(t, "geev")
+    for b in _batches(a.shape, 2):
+        if a.shape[-1] == 0:
+            results[-1][b] = 0
+            continue
+        if real:
+            wr, wi, vl, vr, info = fn(a[b], compute_vl=int(left), compute_vr=int(right))
+            w = wr + 1j * wi
+            results[0][b], results[1][b] = wr, wi
+            vl = _unpack_pairs(w, vl) if left else 0
+            vr = _unpack_pairs(w, vr) if right else 0
+        else:
+            w, vl, vr, info = fn(a[b], compute_vl=int(left), compute_vr=int(right))
+            results[0][b] = w
+        # Vectors not asked for: JAX never reads them.
+        results[-3][b] = vl if left else 0
+        results[-2][b] = vr if right else 0
+        results[-1][b] = info
+
+
+def _no_select(*_):
+    return 0
+
+
+def gees(results, operands, *, attributes, backend_config=None):
+    (a,) = operands
+    t = _t(a, "gees")
+    real = t in "sd"
+    _check(results, 6 if real else 5, operands, 1, "gees")
+    vectors = _char(attributes, "mode", "V") == "V"
+    if _char(attributes, "sort", "N") != "N":
+        raise CustomCallError("gees: sorting eigenvalues is not supported",
+                              hint="JAX has no select callback to sort by either (sort='N')")
+    fn = _lapack(t, "gees")
+    for b in _batches(a.shape, 2):
+        if a.shape[-1] == 0:
+            results[-2][b], results[-1][b] = 0, 0
+            continue
+        if real:
+            schur, sdim, wr, wi, vs, _, info = fn(_no_select, a[b], compute_v=int(vectors))
+            results[2][b], results[3][b] = wr, wi
+        else:
+            schur, sdim, w, vs, _, info = fn(_no_select, a[b], compute_v=int(vectors))
+            results[2][b] = w
+        results[0][b] = schur
+        results[1][b] = vs if vectors else 0
+        results[-2][b], results[-1][b] = sdim, info
+
+
+def gehrd(results, operands, *, attributes, backend_config=None):
+    _check(results, 3, operands, 1, "gehrd")
+    (a,), (h_out, tau_out, info) = operands, results
+    n = a.shape[-1]
+    low = int(np.asarray(attributes.get("low", 1)).item())
+    high = int(np.asarray(attributes.get("high", n)).item())
+    fn = _lapack(_t(a, "gehrd"), "gehrd")
+    for b in _batches(a.shape, 2):
+        if n == 0:
+            info[b] = 0
+            continue
+        # scipy's lo/hi are 0-based; the FFI's are LAPACK's 1-based ILO/IHI.
+        h, tau, i = fn(a[b], lo=low - 1, hi=high - 1)
+        h_out[b], info[b] = h, i
+        tau_out[b] = tau[:tau_out.shape[-1]]
+
+
+def sytrd(results, operands, *, attributes, backend_config=None):
+    _check(results, 5, operands, 1, "sytrd")
+    (a,), (a_out, d_out, e_out, tau_out, info) = operands, results
+    lower = _char(attributes, "uplo", "L") == "L"
+    t = _t(a, "sytrd")
+    fn = _lapack(t, "sytrd" if t in "sd" else "hetrd")
+    for b in _batches(a.shape, 2):
+        if a.shape[-1] == 0:
+            info[b] = 0
+            continue
+        c, d, e, tau, i = fn(a[b], lower=int(lower))
+        a_out[b], d_out[b], e_out[b], tau_out[b], info[b] = c, d, e, tau, i
+
+
+def gtsv(results, operands, *, attributes=None, backend_config=None):
+    _check(results, 5, operands, 4, "gtsv")
+    (dl, d, du, rhs), (dl_out, d_out, du_out, x_out, info) = operands, results
+    fn = _lapack(_t(rhs, "gtsv"), "gtsv")
+    m = d.shape[-1]
+    for b in _batches(d.shape, 1):
+        # JAX pads both off-diagonals to length m (dl[0] = du[m-1] = 0): LAPACK's DL is
+        # dl[1:], its DU is du[:-1]. The padding entries are returned as they came.
+        dl_out[b], d_out[b], du_out[b] = dl[b], d[b], du[b]
+        if m == 0 or rhs.shape[-1] == 0:
+            x_out[b], info[b] = rhs[b], 0
+            continue
+        du2, d2, du1, x, i = fn(dl[b][1:], d[b], du[b][:-1], rhs[b])
+        dl_out[b][1:], d_out[b], du_out[b][:-1] = du2, d2, du1
+        x_out[b], info[b] = x, i
+
+
+def geqp3(results, operands, *, attributes=None, backend_config=None):
+    _check(results, 3, operands, 2, "geqp3")
+    (a, jpvt), (a_out, jpvt_out, tau_out) = operands, results
+    fn = _lapack(_t(a, "geqp3"), "geqp3")
+    for b in _batches(a.shape, 2):
+        if np.any(jpvt[b] != 0):
+            # scipy's wrapper always starts from free columns (JPVT = 0), as JAX's qr does.
+            raise CustomCallError("geqp3: fixed leading columns (jpvt != 0) are not supported",
+                                  hint="pass jpvt = 0 (every column free), as jnp's qr does")
+        if 0 in a.shape[-2:]:
+            a_out[b], jpvt_out[b] = a[b], np.arange(1, a.shape[-1] + 1)
+            continue
+        qr, piv, tau, _, info = fn(a[b])
+        if info < 0:
+            raise CustomCallError(f"geqp3: illegal argument {-info}")
+        a_out[b], jpvt_out[b], tau_out[b] = qr, piv, tau  # LAPACK's 1-based pivots
+
+
+def ormqr(results, operands, *, attributes, backend_config=None):
+    _check(results, 1, operands, 3, "ormqr")
+    (a, tau, c), (c_out,) = operands, results
+    t = _t(a, "ormqr")
+    side = "L" if _flag(attributes, "left") else "R"
+    trans = ("T" if t in "sd" else "C") if _flag(attributes, "transpose") else "N"
+    fn = _lapack(t, "ormqr" if t in "sd" else "unmqr")
+    a_batched, tau_batched = a.ndim > 2, tau.ndim > 1
+    for b in _batches(c.shape, 2):
+        if 0 in c.shape[-2:] or tau.shape[-1] == 0:
+            c_out[b] = c[b]
+            continue
+        cb = c[b]
+        lwork = max(1, cb.shape[1] if side == "L" else cb.shape[0]) * 64
+        q, _, info = fn(side, trans, a[b] if a_batched else a, tau[b] if tau_batched else tau,
+                        cb, lwork)
+        if info < 0:
+            raise CustomCallError(f"ormqr: illegal argument {-info}")
+        c_out[b] = q
+
+
+# -- tridiagonal solve with perturbed pivots ------------------------------------------------------
+def _safe_pivot(pivot, row: np.ndarray, perturb: float, real: type):
+    """A pivot that neither `row / pivot` nor `1 / pivot` overflows with. A pivot of magnitude
+    below one is pushed away from zero by `perturb` (doubled at each try, same sign as the
+    pivot's real part), unless scaling pivot and row up together is enough."""
+    finfo = np.finfo(real)
+    safemin = max(finfo.tiny, (1 / finfo.max) * (1 + finfo.eps))
+    bignum = 1 / safemin
+    size = abs(pivot)
+    if size >= 1:
+        return pivot, row
+    step = np.copysign(max(abs(perturb), safemin), np.real(pivot))
+    largest = float(np.max(np.abs(row))) if row.size else 0.0
+    while size < 1:
+        if size < safemin and (size == 0 or largest * safemin > size):
+            pivot, step = pivot + step, step * 2
+        elif size < safemin:
+            return pivot * bignum, row * bignum
+        elif largest > size * bignum:
+            pivot, step = pivot + step, step * 2
+        else:
+            break
+        size = abs(pivot)
+    return pivot, row
+
+
+def _solve_tridiagonal_perturbed(dl, d, du, rhs, real):
+    """Solve T x = rhs (T with sub-, main and super-diagonals dl[1:], d, du[:-1]) by
+    Gaussian elimination with row interchanges, scaled by each row's size (LAPACK's xLAGTF
+    criterion); U then has two super-diagonals. Back-substitution perturbs tiny pivots by a
+    multiple of eps * max|U| instead of dividing by them (as xLAGTS does)."""
+    n = d.shape[0]
+    x = np.array(rhs, dtype=rhs.dtype)
+    if n == 0:
+        return x
+    eps = np.finfo(real).eps
+    if n == 1:
+        p, row = _safe_pivot(d[0], x[0].copy(), eps * abs(d[0]), real)
+        x[0] = row / p
+        return x
+    u = np.zeros((n, 3), rhs.dtype)  # U's diagonal and two super-diagonals, by row
+    u[0, 0], u[0, 1] = d[0], du[0]
+    scale = abs(u[0, 0]) + abs(u[0, 1])
+    for k in range(n - 1):
+        u[k + 1, 0] = d[k + 1]
+        next_scale = abs(dl[k + 1]) + abs(u[k + 1, 0]) + (abs(du[k + 1]) if k < n - 2 else 0)
+        if dl[k + 1] == 0:
+            u[k + 1, 1] = du[k + 1] if k < n - 2 else 0
+            u[k, 2] = 0
+            scale = next_scale
+            continue
+        keep = 0.0 if u[k, 0] == 0 else abs(u[k, 0]) / scale
+        swap = abs(dl[k + 1]) / next_scale
+        if swap <= keep:  # row k stays the pivot row
+            factor = dl[k + 1] / u[k, 0]
+            u[k + 1, 0] -= factor * u[k, 1]
+            u[k + 1, 1] = du[k + 1] if k < n - 2 else 0
+            u[k, 2] = 0
+            x[k + 1] -= factor * x[k]
+            scale = next_scale
+        else:  # row k + 1 becomes the pivot row
+            factor = u[k, 0] / dl[k + 1]
+            above = u[k, 1]
+            u[k, 0], u[k, 1] = dl[k + 1], d[k + 1]
+            u[k + 1, 0] = above - factor * d[k + 1]
+            if k < n - 2:
+                u[k, 2] = du[k + 1]
+                u[k + 1, 1] = -factor * du[k + 1]
+            x[k], x[k + 1] = x[k + 1].copy(), x[k] - factor * x[k + 1]
+            scale = abs(u[k + 1, 0]) + abs(u[k + 1, 1])
+    largest = max(float(np.max(np.abs(u[:n - 2]))) if n > 2 else 0.0,
+                  abs(u[0, 0]), abs(u[0, 1]), abs(u[n - 1, 0]))
+    perturb = eps * largest
+    for k in range(n - 1, -1, -1):
+        row = x[k].copy()
+        if k + 1 < n:
+            row -= u[k, 1] * x[k + 1]
+        if k + 2 < n:
+            row -= u[k, 2] * x[k + 2]
+        p, row = _safe_pivot(u[k, 0], row, perturb, real)
+        x[k] = row * (1 / p)
+    return x
+
+
+def tridiagonal_solve_perturbed(results, operands, *, attributes=None, backend_config=None):
+    _check(results, 1, operands, 4, "tridiagonal_solve_perturbed")
+    (dl, d, du, rhs), (x_out,) = operands, results
+    real = _real_dtype(_t(rhs, "tridiagonal_solve_perturbed") and rhs.dtype).type
+    for b in _batches(d.shape, 1):
+        x_out[b] = _solve_tridiagonal_perturbed(dl[b], d[b], du[b], rhs[b], real)
+
+
 # JAX's target names per routine: lapack_{t}{name}_ffi for t in s, d (real) and c, z (complex).
 _ROUTINES = {
     "potrf": (potrf, "potrf", "potrf"),
@@ -190,17 +463,28 @@ _ROUTINES = {
     "syevd": (syevd, "syevd", "heevd"),
     "gesdd": (gesdd, "gesdd", "gesdd"),
     "gesvd": (gesvd, "gesvd", "gesvd"),
+    "geev": (geev, "geev", "geev"),
+    "gees": (gees, "gees", "gees"),
+    "gehrd": (gehrd, "gehrd", "gehrd"),
+    "sytrd": (sytrd, "sytrd", "hetrd"),
+    "gtsv": (gtsv, "gtsv", "gtsv"),
+    "geqp3": (geqp3, "geqp3", "geqp3"),
+    "ormqr": (ormqr, "ormqr", "unmqr"),
 }
+# Targets with one name for every dtype.
+_UNTYPED = {"tridiagonal_solve_perturbed_ffi": tridiagonal_solve_perturbed}
 
 
 def targets() -> dict[str, object]:
-    """Every JAX CPU LAPACK target name -> its Python callable."""
+    """Every JAX CPU linear-algebra target name (jaxlib's lapack registrations) -> its
+    Python callable."""
     table = {}
     for fn, real, cplx in _ROUTINES.values():
         for t in "sd":
             table[f"lapack_{t}{real}_ffi"] = fn
         for t in "cz":
             table[f"lapack_{t}{cplx}_ffi"] = fn
+    table.update(_UNTYPED)
     return table
 
 

@@ -8,6 +8,7 @@ nothing compiled code returns needs freeing.
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -22,7 +23,7 @@ class TensorSpec:
     shape: tuple[int | None, ...]
     element: str  # MLIR spelling, e.g. "f32", "ui8", "complex<f64>"
 
-    @property
+    @functools.cached_property
     def dtype(self) -> np.dtype:
         return dtypes.numpy_dtype(self.element)
 
@@ -69,3 +70,24 @@ def pack_arguments(arrays: list[np.ndarray]) -> tuple[ctypes.Array, list]:
     for i, p in enumerate(pointers):
         packed[i] = ctypes.cast(ctypes.pointer(p), ctypes.c_void_p)
     return packed, [descs, pointers]
+
+
+class CallFrame:
+    """The packed arguments of one compiled entry, built once and refilled per call: the
+    descriptors' sizes and strides are fixed by the compiled shapes, so a call only writes
+    each array's data pointer. One frame per thread (the caller keeps them thread-local)."""
+
+    def __init__(self, arrays: list[np.ndarray]):
+        self.shapes = [a.shape for a in arrays]
+        self.packed, (self.descriptors, self._pointers) = pack_arguments(arrays)
+
+    def fill(self, arrays: list[np.ndarray]) -> bool:
+        """Point the frame at `arrays` (C-contiguous, alive during the call); False if their
+        shapes are not the frame's."""
+        if len(arrays) != len(self.shapes):
+            return False
+        for desc, array, shape in zip(self.descriptors, arrays, self.shapes):
+            if array.shape != shape:
+                return False
+            desc.allocated = desc.aligned = array.__array_interface__["data"][0]
+        return True

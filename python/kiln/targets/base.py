@@ -23,6 +23,7 @@ class CompiledCode:
     symbol: str
     externals: list[str]
 
+
 # The target-independent stages on StableHLO (XLA's HLO verifier and optimization passes).
 # Steps are registered Kiln pass names (`kiln-opt --list-passes`) or upstream pass-pipeline
 # text; passes on the entry function get the compiled entry's name.
@@ -46,6 +47,9 @@ COMMON_STAGES: list[Stage] = [
         "canonicalize",
         # dynamic_* ops whose shape operands are constants become their static forms.
         "func.func(stablehlo-canonicalize-dynamism)",
+        # results whose shapes the program computes: static once their sizes are constants
+        "kiln-fold-dynamic-top-k",
+        "kiln-refine-entry-results",
         "cse",
         "kiln-dedupe-results",
     ]),

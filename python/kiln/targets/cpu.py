@@ -15,7 +15,7 @@ from .. import native
 from ..dialects import kiln as names
 from ..errors import KilnError
 from ..pipeline import Stage
-from ..runtime.memref import pack_arguments
+from ..runtime.memref import CallFrame
 from . import objects
 from .base import COMMON_STAGES, CompiledCode, Invoker, Target
 
@@ -37,6 +37,9 @@ class CpuTarget(Target):
             # Kiln's own lowerings (lowering/legalize/), for what the upstream pass below
             # lacks or gets wrong; most rewrite into scf loops or StableHLO it can lower.
             "kiln-fix-semantics",             # semantics: ops upstream lowers with another meaning
+            # JAX's own custom calls (ApproxTopK, shape_assertion, placement annotations,
+            # dynamic RNG): before `inline`, which folds ApproxTopK's comparator in
+            "kiln-lower-jax-custom-calls",
             "func.func(stablehlo-legalize-composite-to-call)",  # control flow: composites
             "inline",                         # ... become calls, inlined like any call
             "kiln-lower-control-flow",        # while/if/case -> scf
@@ -154,11 +157,14 @@ class CpuTarget(Target):
             ctypes.c_int64.from_address(slot).value = site.address
             sites.append(site)
 
+        frames = threading.local()  # each thread's CallFrame (memref.py)
+
         def invoke(arrays: list[np.ndarray]) -> None:
             # Through the runtime's KilnInvoke, where a failing custom call stops the run.
-            packed, keep_alive = pack_arguments(arrays)
-            invoke_entry(address, packed)
-            del keep_alive
+            frame = getattr(frames, "frame", None)
+            if frame is None or not frame.fill(arrays):
+                frame = frames.frame = CallFrame(arrays)
+            invoke_entry(address, frame.packed)
 
         invoke.code = loaded  # the code lives as long as the invoker
         invoke.sites = sites

@@ -181,6 +181,14 @@ _API_VERSIONS = {"API_VERSION_UNSPECIFIED": 0, "API_VERSION_ORIGINAL": 1,
 _RNG_ALGO = {"rng_default": "DEFAULT", "rng_three_fry": "THREE_FRY", "rng_philox": "PHILOX"}
 
 
+def _is_ffi_dictionary(text: str) -> bool:
+    """Whether a typed-FFI call's backend_config is an attribute dictionary ("{}" or
+    "{name = value, ...}"), the form XLA prints, rather than an opaque string."""
+    text = text.strip()
+    return text == "" or (text.startswith("{") and text.endswith("}") and
+                          (text == "{}" or "=" in text))
+
+
 def _mlir_str(s: str) -> str:
     out = []
     for ch in s:
@@ -943,10 +951,14 @@ class Emitter:
         cfg = a.raw("backend_config")
         if cfg is not None:
             text = a.string("backend_config")
-            if api_n == 4:
-                attrs["backend_config"] = "{}" if text.strip() in ("{}", "") else _mlir_str(text)
-                if attrs["backend_config"] != "{}":
-                    attrs["api_version"] = "1 : i32"  # string configs need a pre-FFI version
+            if api_n == 4 and _is_ffi_dictionary(text):
+                # Typed-FFI attributes: XLA prints them as an MLIR dictionary attribute
+                # ({uplo = 76 : ui8, mode = 86 : ui8}), which is what StableHLO's api_version 4
+                # calls carry, so the text passes through (checked by the MLIR parser).
+                attrs["backend_config"] = text.strip() or "{}"
+            elif api_n == 4:
+                attrs["backend_config"] = _mlir_str(text)
+                attrs["api_version"] = "1 : i32"  # string configs need a pre-FFI version
             else:
                 attrs["backend_config"] = _mlir_str(text)
         if a.bool("custom_call_has_side_effect"):

@@ -1,0 +1,134 @@
+"""Results whose shapes are computed by the program: made static once the shapes are known.
+
+After specialisation and inlining, a result can still carry a `?` because the op that makes
+it has no static form upstream's shape refinement knows, although every size it depends on is
+now a constant:
+
+* `stablehlo.dynamic_top_k` (a custom call JAX exports for `lax.top_k` with a symbolic `k`,
+  e.g. `k = b - 1`): with a constant k it is a top-k of static shape (`chlo.top_k`'s
+  definition, written in StableHLO).
+* a result type the callee declared dynamic (`tensor<4x?xf32>`), reached through the inlined
+  call as a `tensor.cast` from the static value actually computed: the entry returns the
+  static value, and its signature says so.
+
+What stays dynamic after these is reported by the driver, never guessed at run time.
+"""
+from __future__ import annotations
+
+import numpy as np
+from torch_mlir import ir
+
+from .ir_util import find_entry, function_type, walk
+
+DYNAMIC_TOP_K = "stablehlo.dynamic_top_k"
+
+
+def _constant_int(value: ir.Value) -> int | None:
+    owner = value.owner if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.operation.name not in ("stablehlo.constant", "arith.constant"):
+        return None
+    attr = owner.operation.attributes["value"]
+    try:
+        return int(np.array(ir.DenseIntElementsAttr(attr)).reshape(-1)[0])
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def fold_dynamic_top_k(module: ir.Module) -> None:
+    """`custom_call @stablehlo.dynamic_top_k(x, k)` with a constant k -> a static top-k."""
+    for op in [o for o in walk(module.operation) if o.name == "stablehlo.custom_call"]:
+        if ir.StringAttr(op.attributes["call_target_name"]).value != DYNAMIC_TOP_K:
+            continue
+        if len(op.operands) != 2 or len(op.results) != 2:
+            continue  # malformed: left for the custom-call lowering to report
+        k = _constant_int(op.operands[1])
+        operand = ir.RankedTensorType(op.operands[0].type)
+        if k is None or operand.rank == 0 or \
+                ir.ShapedType.is_dynamic_size(operand.shape[-1]) or not 0 <= k <= operand.shape[-1]:
+            continue
+        index_type = ir.RankedTensorType(op.results[1].type).element_type
+        with ir.InsertionPoint(op), op.location:
+            results = _top_k(op.operands[0], k, index_type)
+            for old, new in zip(op.results, results):
+                # StableHLO users take the static value (shape refinement follows it);
+                # a return keeps its declared type through a cast (refine_entry_results).
+                cast = None
+                for use in list(old.uses):
+                    user = use.owner
+                    if user.name.startswith("stablehlo."):
+                        user.operands[use.operand_number] = new
+                    else:
+                        if cast is None:
+                            cast = ir.Operation.create("tensor.cast", results=[old.type],
+                                                       operands=[new]).results[0]
+                        user.operands[use.operand_number] = cast
+        op.erase()
+
+
+def _top_k(x: ir.Value, k: int, index_type: ir.Type) -> tuple[ir.Value, ir.Value]:
+    """The k largest entries along the last dimension and their indices, as `chlo.top_k`
+    defines them (a stable descending sort of (x, iota), then the first k): StableHLO ops,
+    CHLO not being registered."""
+    i64 = ir.IntegerType.get_signless(64)
+    t = ir.RankedTensorType(x.type)
+    shape, last = list(t.shape), t.rank - 1
+    iota = ir.Operation.create("stablehlo.iota", results=[ir.RankedTensorType.get(shape, index_type)],
+                               attributes={"iota_dimension": ir.IntegerAttr.get(i64, last)})
+    sort = ir.Operation.create(
+        "stablehlo.sort", results=[t, iota.results[0].type], operands=[x, iota.results[0]],
+        attributes={"dimension": ir.IntegerAttr.get(i64, last), "is_stable": ir.BoolAttr.get(True)},
+        regions=1)
+    scalar = [ir.RankedTensorType.get([], t.element_type)] * 2 + \
+        [ir.RankedTensorType.get([], index_type)] * 2
+    block = sort.regions[0].blocks.append(*scalar)
+    with ir.InsertionPoint(block):
+        attributes = {"comparison_direction": ir.Attribute.parse("#stablehlo<comparison_direction GT>")}
+        if isinstance(t.element_type, ir.FloatType):
+            attributes["compare_type"] = ir.Attribute.parse("#stablehlo<comparison_type TOTALORDER>")
+        greater = ir.Operation.create(
+            "stablehlo.compare", results=[ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))],
+            operands=[block.arguments[0], block.arguments[1]], attributes=attributes)
+        ir.Operation.create("stablehlo.return", operands=[greater.results[0]])
+    limit = shape[:-1] + [k]
+    taken = []
+    for sorted_value in sort.results:
+        element = ir.RankedTensorType(sorted_value.type).element_type
+        taken.append(ir.Operation.create(
+            "stablehlo.slice", results=[ir.RankedTensorType.get(limit, element)],
+            operands=[sorted_value],
+            attributes={"start_indices": ir.DenseI64ArrayAttr.get([0] * len(shape)),
+                        "limit_indices": ir.DenseI64ArrayAttr.get(limit),
+                        "strides": ir.DenseI64ArrayAttr.get([1] * len(shape))}).results[0])
+    return taken[0], taken[1]
+
+
+def refine_entry_results(module: ir.Module, entry: str | None = None) -> None:
+    """Let the entry return the most static form of each result: through `tensor.cast`s to
+    a less static type, and with its signature updated to match."""
+    func = find_entry(module, entry)
+    block = func.regions[0].blocks[0]
+    ret = block.operations[len(block.operations) - 1]
+    changed = False
+    for i, value in enumerate(list(ret.operands)):
+        source = value
+        while isinstance(source, ir.OpResult) and source.owner.operation.name == "tensor.cast":
+            source = source.owner.operation.operands[0]
+        if source != value and _more_static(source.type, value.type):
+            ret.operands[i] = source
+            changed = True
+    if not changed:
+        return
+    ftype = function_type(func)
+    results = [v.type for v in ret.operands]
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(ftype.inputs, results))
+
+
+def _more_static(new: ir.Type, old: ir.Type) -> bool:
+    try:
+        new_t, old_t = ir.RankedTensorType(new), ir.RankedTensorType(old)
+    except ValueError:
+        return False
+    if new_t.rank != old_t.rank or new_t.element_type != old_t.element_type:
+        return False
+    return all(not ir.ShapedType.is_dynamic_size(o) and n == o or ir.ShapedType.is_dynamic_size(o)
+               for n, o in zip(new_t.shape, old_t.shape)) and new_t != old_t

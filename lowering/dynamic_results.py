@@ -7,6 +7,8 @@ now a constant:
 * `stablehlo.dynamic_top_k` (a custom call JAX exports for `lax.top_k` with a symbolic `k`,
   e.g. `k = b - 1`): with a constant k it is a top-k of static shape (`chlo.top_k`'s
   definition, written in StableHLO).
+* `stablehlo.dynamic_reduce_window` (JAX's reduce_window with symbolic window sizes, e.g. a
+  cumsum along a symbolic axis): with constant window operands it is `stablehlo.reduce_window`.
 * a result type the callee declared dynamic (`tensor<4x?xf32>`), reached through the inlined
   call as a `tensor.cast` from the static value actually computed: the entry returns the
   static value, and its signature says so.
@@ -48,21 +50,88 @@ def fold_dynamic_top_k(module: ir.Module) -> None:
             continue
         index_type = ir.RankedTensorType(op.results[1].type).element_type
         with ir.InsertionPoint(op), op.location:
-            results = _top_k(op.operands[0], k, index_type)
-            for old, new in zip(op.results, results):
-                # StableHLO users take the static value (shape refinement follows it);
-                # a return keeps its declared type through a cast (refine_entry_results).
-                cast = None
-                for use in list(old.uses):
-                    user = use.owner
-                    if user.name.startswith("stablehlo."):
-                        user.operands[use.operand_number] = new
-                    else:
-                        if cast is None:
-                            cast = ir.Operation.create("tensor.cast", results=[old.type],
-                                                       operands=[new]).results[0]
-                        user.operands[use.operand_number] = cast
-        op.erase()
+            _replace_with_static(op, _top_k(op.operands[0], k, index_type))
+
+
+def _replace_with_static(op: ir.Operation, values) -> None:
+    """Replace `op`'s results by `values` of more static types, then erase it. StableHLO
+    users take the static values (their verifiers accept them); other users, a return
+    among them, keep the declared type through a `tensor.cast` (refine_entry_results)."""
+    for old, new in zip(op.results, values):
+        cast = None
+        for use in list(old.uses):
+            user = use.owner
+            if user.name.startswith("stablehlo."):
+                user.operands[use.operand_number] = new
+            else:
+                if cast is None:
+                    cast = ir.Operation.create("tensor.cast", results=[old.type],
+                                               operands=[new]).results[0]
+                user.operands[use.operand_number] = cast
+    op.erase()
+
+
+DYNAMIC_REDUCE_WINDOW = "stablehlo.dynamic_reduce_window"
+
+
+def _constant_ints(value: ir.Value) -> list[int] | None:
+    owner = value.owner if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.operation.name not in ("stablehlo.constant", "arith.constant"):
+        return None
+    try:
+        return [int(v) for v in np.array(ir.DenseIntElementsAttr(
+            owner.operation.attributes["value"])).reshape(-1)]
+    except (TypeError, ValueError):
+        return None
+
+
+def fold_dynamic_reduce_window(module: ir.Module) -> None:
+    """`custom_call @stablehlo.dynamic_reduce_window(inputs..., inits..., window_dimensions,
+    window_strides, base_dilations, window_dilations, padding)` whose window operands are
+    constants -> `stablehlo.reduce_window` (its body calls the called computation; the
+    `inline` of `legalize` folds it in)."""
+    for op in [o for o in walk(module.operation) if o.name == "stablehlo.custom_call"]:
+        if ir.StringAttr(op.attributes["call_target_name"]).value != DYNAMIC_REDUCE_WINDOW:
+            continue
+        n = len(op.results)
+        operands = list(op.operands)
+        if len(operands) != 2 * n + 5 or "called_computations" not in op.attributes:
+            continue  # malformed: left for the custom-call lowering to report
+        window = [_constant_ints(v) for v in operands[2 * n:]]
+        inputs = [ir.RankedTensorType(v.type) for v in operands[:n]]
+        if any(w is None for w in window) or not all(t.has_static_shape for t in inputs):
+            continue
+        dims, strides, base, dilations, padding = window
+        rank = inputs[0].rank
+        shape = []
+        for d in range(rank):
+            size = (inputs[0].shape[d] - 1) * base[d] + 1 + padding[2 * d] + padding[2 * d + 1]
+            extent = (dims[d] - 1) * dilations[d] + 1
+            shape.append(max(0, (size - extent) // strides[d] + 1) if size >= extent else 0)
+        reducer = ir.FlatSymbolRefAttr(ir.ArrayAttr(op.attributes["called_computations"])[0]).value
+        i64 = ir.IntegerType.get_signless(64)
+        with ir.InsertionPoint(op), op.location:
+            result_types = [ir.RankedTensorType.get(shape, t.element_type) for t in inputs]
+            reduce = ir.Operation.create(
+                "stablehlo.reduce_window", results=result_types, operands=operands[:2 * n],
+                attributes={
+                    "window_dimensions": ir.DenseI64ArrayAttr.get(dims),
+                    "window_strides": ir.DenseI64ArrayAttr.get(strides),
+                    "base_dilations": ir.DenseI64ArrayAttr.get(base),
+                    "window_dilations": ir.DenseI64ArrayAttr.get(dilations),
+                    "padding": ir.DenseElementsAttr.get(
+                        np.array(padding, np.int64).reshape(rank, 2), type=i64)},
+                regions=1)
+            scalars = [ir.RankedTensorType.get([], t.element_type) for t in inputs] * 2
+            block = reduce.regions[0].blocks.append(*scalars)
+            with ir.InsertionPoint(block):
+                call = ir.Operation.create(
+                    "func.call", results=[ir.RankedTensorType.get([], t.element_type)
+                                          for t in inputs],
+                    operands=list(block.arguments),
+                    attributes={"callee": ir.FlatSymbolRefAttr.get(reducer)})
+                ir.Operation.create("stablehlo.return", operands=list(call.results))
+            _replace_with_static(op, list(reduce.results))
 
 
 def _top_k(x: ir.Value, k: int, index_type: ir.Type) -> tuple[ir.Value, ir.Value]:

@@ -253,6 +253,9 @@ def _register_kiln_passes() -> None:
              "tuples are dropped", _fold_tuples_everywhere)
     register("kiln-fold-dynamic-top-k", "stablehlo.dynamic_top_k custom calls with a constant "
              "k -> chlo.top_k (static results)", dynamic_results.fold_dynamic_top_k)
+    register("kiln-fold-dynamic-reduce-window", "stablehlo.dynamic_reduce_window custom calls "
+             "with constant windows -> stablehlo.reduce_window",
+             dynamic_results.fold_dynamic_reduce_window)
     register("kiln-refine-entry-results", "the entry returns each result in its most static "
              "type (through tensor.casts), its signature updated",
              dynamic_results.refine_entry_results, **on_entry)

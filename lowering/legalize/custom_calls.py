@@ -20,6 +20,11 @@ the call. Targets are resolved here, at compile time: an unknown one is a KilnEr
 Kiln-specific attributes on a custom_call (front ends that flatten tuples set them):
 `kiln.operand_tree` / `kiln.result_tree` (array<i32>, depth first, -1 a leaf, k >= 0 a tuple of
 k) give the tuple structure of the flat operand list / of the one XLA result.
+
+Tokens (`!stablehlo.token` operands, results or tuple elements) are leaves with no data: the
+target sees a null pointer where XLA passes one (api_version 1-3), a rank-0 buffer of dtype
+TOKEN with a null data pointer in the typed FFI, and None in a Python target's lists. A token
+result is `stablehlo.after_all` of the call's token operands, so effects stay ordered.
 """
 from __future__ import annotations
 
@@ -253,15 +258,33 @@ def _signless(t: ir.Type) -> ir.Type:
     return t
 
 
+def _is_token(t: ir.Type) -> bool:
+    return _stablehlo.TokenType.isinstance(t)
+
+
 def _static_tensor(t: ir.Type, what: str, where: str) -> ir.RankedTensorType:
     if not isinstance(t, ir.RankedTensorType):
         raise KilnError(f"{what} has type {t}, which Kiln cannot pass to a custom call",
-                        location=where, hint="operands and results must be ranked tensors or tuples of them")
+                        location=where, hint="operands and results must be ranked tensors, "
+                                             "tokens or tuples of them")
     rt = ir.RankedTensorType(t)
     if not rt.has_static_shape:
         raise KilnError(f"{what} has dynamic type {t}", location=where,
                         hint="custom-call buffers need static shapes")
     return rt
+
+
+def _leaf_perm(t: ir.Type, layouts: list, i: int, what: str, where: str) -> list[int] | None:
+    """The memory-order permutation of leaf `i` (None for row-major and for tokens, whose
+    layout XLA gives as empty)."""
+    layout = layouts[i] if i < len(layouts) else None
+    if _is_token(t):
+        if layout:
+            raise KilnError(f"{what} is a token but has layout {layout}", location=where,
+                            hint="a token's layout is empty (dense<> : tensor<0xindex>)")
+        return None
+    rank = _static_tensor(t, what, where).rank
+    return _physical_perm(layout, rank, what, where)
 
 
 def _physical_perm(layout: list[int] | None, rank: int, what: str, where: str) -> list[int] | None:
@@ -283,6 +306,10 @@ def _leaf_spec(t: ir.RankedTensorType, perm: list[int] | None) -> cc.Leaf:
         dtype = np.dtype(np.uint8)  # only Python targets view buffers; they are checked below
     inverse = [perm.index(i) for i in range(len(perm))] if perm else None
     return cc.Leaf(tuple(physical), dtype, tuple(inverse) if inverse else None, str(t.element_type))
+
+
+def _token_spec() -> cc.Leaf:
+    return cc.Leaf((), np.dtype(np.uint8), None, ffi.TOKEN)
 
 
 def _create(name: str, results: list[ir.Type], operands: list[ir.Value], **attributes) -> ir.Operation:
@@ -416,16 +443,10 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         raise KilnError(f"custom call '{name}' has result_layouts for {len(res_layouts)} result(s) "
                         f"but {len(result_types)} result buffer(s)", location=where,
                         hint="layouts are supported for array results, not nested tuples")
-    operand_perms = []
-    for i, v in enumerate(leaf_values):
-        t = _static_tensor(v.type, f"operand {i} of custom call '{name}'", where)
-        layout = op_layouts[i] if i < len(op_layouts) else None
-        operand_perms.append(_physical_perm(layout, t.rank, f"operand {i}", where))
-    result_perms = []
-    for i, rt in enumerate(result_types):
-        t = _static_tensor(rt, f"result {i} of custom call '{name}'", where)
-        layout = res_layouts[i] if i < len(res_layouts) else None
-        result_perms.append(_physical_perm(layout, t.rank, f"result {i}", where))
+    operand_perms = [_leaf_perm(v.type, op_layouts, i, f"operand {i} of custom call '{name}'", where)
+                     for i, v in enumerate(leaf_values)]
+    result_perms = [_leaf_perm(t, res_layouts, i, f"result {i} of custom call '{name}'", where)
+                    for i, t in enumerate(result_types)]
 
     # Aliased outputs share their operand's buffer (XLA's output_operand_aliases).
     aliases: dict[int, int] = {}
@@ -444,19 +465,26 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         except (ValueError, IndexError):
             raise KilnError(f"custom call '{name}' has an output_operand_alias that names no "
                             "buffer", location=where) from None
+        if _is_token(leaf_values[o].type) or _is_token(result_types[r]):
+            raise KilnError(f"custom call '{name}' aliases a token (result {r}, operand {o})",
+                            location=where, hint="tokens have no buffer to share; alias arrays")
         if ir.RankedTensorType(leaf_values[o].type) != ir.RankedTensorType(result_types[r]) or \
                 operand_perms[o] != result_perms[r]:
             raise KilnError(f"custom call '{name}' aliases result {r} with operand {o} of another "
                             "type or layout", location=where)
         aliases[r] = o
 
-    operand_specs = [_leaf_spec(ir.RankedTensorType(v.type), p) for v, p in zip(leaf_values, operand_perms)]
-    result_specs = [_leaf_spec(ir.RankedTensorType(t), p) for t, p in zip(result_types, result_perms)]
+    operand_specs = [_token_spec() if _is_token(v.type) else
+                     _leaf_spec(ir.RankedTensorType(v.type), p)
+                     for v, p in zip(leaf_values, operand_perms)]
+    result_specs = [_token_spec() if _is_token(t) else _leaf_spec(ir.RankedTensorType(t), p)
+                    for t, p in zip(result_types, result_perms)]
+    array_types = [t for t in [v.type for v in leaf_values] + result_types if not _is_token(t)]
     if target.is_python:
-        for t in [v.type for v in leaf_values] + result_types:
+        for t in array_types:
             numpy_dtype(str(ir.RankedTensorType(t).element_type))  # KilnError if no numpy view
     elif typed_attributes is not None:
-        for t in [v.type for v in leaf_values] + result_types:
+        for t in array_types:
             element = str(ir.RankedTensorType(t).element_type)
             if element not in ffi.DTYPE_CODES:
                 raise KilnError(f"custom call '{name}' passes {element} buffers, which have no "
@@ -473,9 +501,12 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
     i64 = ir.IntegerType.get_signless(64)
     index = ir.IndexType.get()
     with ir.InsertionPoint(op), op.location:
-        # Operands in memory order and signless, as buffers.
+        # Operands in memory order and signless, as buffers (None for tokens: no data).
         buffers = []
         for v, perm in zip(leaf_values, operand_perms):
+            if _is_token(v.type):
+                buffers.append(None)
+                continue
             if perm:
                 v = _transpose(v, perm)
             t = ir.RankedTensorType(v.type)
@@ -489,6 +520,9 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             buffers.append(to_buffer.result)
         outs = []
         for i, (rt, perm) in enumerate(zip(result_types, result_perms)):
+            if _is_token(rt):
+                outs.append(None)
+                continue
             t = ir.RankedTensorType(rt)
             shape = [t.shape[p] for p in perm] if perm else list(t.shape)
             alloc = memref.AllocOp(ir.MemRefType.get(shape, _signless(t.element_type)), [], [],
@@ -499,7 +533,12 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
         leaf_buffers = list(buffers)
         for r, o in aliases.items():
             leaf_buffers[o] = outs[r]  # the target sees one buffer, as in XLA
-        pointers = [_pointer(b) for b in leaf_buffers + outs]
+        null = None
+        pointers = []
+        for b in leaf_buffers + outs:
+            if b is None and null is None:
+                null = arith.ConstantOp(i64, 0).result
+            pointers.append(null if b is None else _pointer(b))
         site_global = memref.GetGlobalOp(ir.MemRefType.get([], i64), site_symbol(site)).result
         site_value = memref.LoadOp(site_global, []).result
         scope = memref.AllocaScopeOp([])
@@ -512,8 +551,13 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
             call.operation.attributes[names.CUSTOM_CALL_TARGET] = ir.StringAttr.get(name)
             ir.Operation.create("memref.alloca_scope.return", operands=[])
         # Results: the filled buffers as tensors, back in logical order and element type.
+        # A token result depends on every token operand, as the call itself did.
+        operand_tokens = [v for v in leaf_values if _is_token(v.type)]
         leaves = []
         for out, rt, perm in zip(outs, result_types, result_perms):
+            if out is None:
+                leaves.append(_create("stablehlo.after_all", [rt], operand_tokens).result)
+                continue
             t = ir.RankedTensorType(rt)
             value = bufferization.ToTensorOp(
                 ir.RankedTensorType.get(ir.MemRefType(out.type).shape, _signless(t.element_type)),

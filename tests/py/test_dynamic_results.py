@@ -33,3 +33,15 @@ def test_top_k_with_a_symbolic_k_runs_for_each_shape():
         assert values.shape == (4, b - 1)
         np.testing.assert_array_equal(values, expected_values)
         np.testing.assert_array_equal(indices, expected_indices)
+
+
+def test_dynamic_reduce_window_with_constant_windows():
+    from jax._src.internal_test_util.export_back_compat_test_data import \
+        tpu_stablehlo_dynamic_reduce_window as recorded
+    # Recorded on TPU, but a sum whose init value is its identity has one answer everywhere.
+    data = recorded.data_unary_2023_06_17
+    exe = kiln.compile(data["mlir_module_text"])
+    for got, expected in zip(exe(*data["inputs"]), data["expected_outputs"]):
+        np.testing.assert_allclose(got, expected)
+    x = np.arange(20, dtype=np.float32).reshape(5, 4)  # another size of the symbolic dimension
+    np.testing.assert_allclose(exe(x)[0], np.cumsum(x, axis=0))

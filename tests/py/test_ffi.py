@@ -23,7 +23,7 @@ SRC = Path(__file__).parent / "custom_call_src"
 TARGETS = {"ffi_test.rms_norm": "RmsNorm", "ffi_test.rms_norm_fwd": "RmsNormFwd",
            "ffi_test.attrs": "Attrs", "ffi_test.fail": "Fail", "ffi_test.describe": "Describe",
            "ffi_test.axpy": "Axpy", "ffi_test.context": "Context", "ffi_test.pool": "Pool",
-           "ffi_test.stream": "Stream"}
+           "ffi_test.stream": "Stream", "ffi_test.token": "TokenThrough"}
 
 
 def build(name: str, out_dir: Path) -> Path:
@@ -268,3 +268,107 @@ func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
     with pytest.raises(KilnError, match="attribute 'eps'.*mixed or non-numeric") as info:
         kiln.compile(text)
     assert info.value.hint
+
+
+# Tokens threaded through typed-FFI calls: each call takes the previous call's token.
+TOKEN_CALLS = """
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<6xi64>) {
+  %t0 = stablehlo.after_all : !stablehlo.token
+  %a:3 = stablehlo.custom_call @ffi_test.token(%t0, %x) {api_version = 4 : i32,
+    backend_config = {}} : (!stablehlo.token, tensor<4xf32>)
+      -> (!stablehlo.token, tensor<4xf32>, tensor<6xi64>)
+  %b:3 = stablehlo.custom_call @ffi_test.token(%a#0, %a#1) {api_version = 4 : i32,
+    backend_config = {}} : (!stablehlo.token, tensor<4xf32>)
+      -> (!stablehlo.token, tensor<4xf32>, tensor<6xi64>)
+  return %b#1, %b#2 : tensor<4xf32>, tensor<6xi64>
+}"""
+
+TOKEN_CALLS_HLO = """
+HloModule tokens
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  t0 = token[] after-all()
+  a = (token[], f32[4], s64[6]) custom-call(t0, x), custom_call_target="ffi_test.token",
+    api_version=API_VERSION_TYPED_FFI, backend_config={}
+  a.token = token[] get-tuple-element(a), index=0
+  a.y = f32[4] get-tuple-element(a), index=1
+  b = (token[], f32[4], s64[6]) custom-call(a.token, a.y), custom_call_target="ffi_test.token",
+    api_version=API_VERSION_TYPED_FFI, backend_config={}
+  b.y = f32[4] get-tuple-element(b), index=1
+  b.info = s64[6] get-tuple-element(b), index=2
+  ROOT out = (f32[4], s64[6]) tuple(b.y, b.info)
+}"""
+
+# What the handler sees of each token: dtype TOKEN, rank 0, a null data pointer.
+TOKEN_SEEN = [17, 0, 1, 17, 0, 1]
+
+
+@pytest.mark.parametrize("source", [TOKEN_CALLS, TOKEN_CALLS_HLO], ids=["stablehlo", "hlo"])
+def test_tokens_in_typed_ffi_calls(handlers, source):
+    x = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    y, info = kiln.compile(source)(x)
+    np.testing.assert_array_equal(y, 4 * x)
+    np.testing.assert_array_equal(info, TOKEN_SEEN)
+
+
+def test_tokens_in_tuples_and_python_targets(tmp_path):
+    seen = []
+
+    def scale(results, operands, *, attributes, backend_config):
+        token, x = operands
+        seen.append((token, results[0]))  # tokens have no data: Python targets see None
+        results[1][...] = x * 3
+
+    kiln.register_custom_call("py_test.token_scale", scale)
+    text = """
+func.func @main(%x: tensor<3xi32>) -> tensor<3xi32> {
+  %t = stablehlo.after_all : !stablehlo.token
+  %in = stablehlo.tuple %t, %x : tuple<!stablehlo.token, tensor<3xi32>>
+  %r = stablehlo.custom_call @py_test.token_scale(%in)
+    : (tuple<!stablehlo.token, tensor<3xi32>>) -> tuple<!stablehlo.token, tensor<3xi32>>
+  %y = stablehlo.get_tuple_element %r[1] : (tuple<!stablehlo.token, tensor<3xi32>>) -> tensor<3xi32>
+  return %y : tensor<3xi32>
+}"""
+    x = np.array([1, -2, 7], np.int32)
+    exe = kiln.compile(text)
+    np.testing.assert_array_equal(exe(x)[0], 3 * x)
+    assert seen == [(None, None)]
+    # The token leaves survive saving (the call-site spec records them).
+    exe.save(tmp_path / "tokens.kx")
+    np.testing.assert_array_equal(kiln.load_executable(tmp_path / "tokens.kx")(x)[0], 3 * x)
+    assert seen == [(None, None)] * 2
+
+
+def test_tokens_in_original_convention_calls(tmp_path):
+    """api_version 1-3: a token is a null pointer in the `in` and `out` arrays."""
+    src = tmp_path / "token_original.c"
+    src.write_text(r"""
+#include <stdint.h>
+#include <stddef.h>
+void token_original(void* out, const void** in) {
+  void** outs = (void**)out;
+  const float* x = (const float*)in[1];
+  float* y = (float*)outs[1];
+  int64_t* nulls = (int64_t*)outs[2];
+  for (int i = 0; i < 4; ++i) y[i] = x[i] + 1.0f;
+  nulls[0] = in[0] == NULL;
+  nulls[1] = outs[0] == NULL;
+}
+""")
+    lib = tmp_path / "libtoken_original.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    kiln.register_custom_call_library(lib, symbols=["token_original"], api_version=1)
+    text = """
+func.func @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<2xi64>) {
+  %t = stablehlo.after_all : !stablehlo.token
+  %r = stablehlo.custom_call @token_original(%t, %x) {api_version = 1 : i32}
+    : (!stablehlo.token, tensor<4xf32>) -> tuple<!stablehlo.token, tensor<4xf32>, tensor<2xi64>>
+  %y = stablehlo.get_tuple_element %r[1] : (tuple<!stablehlo.token, tensor<4xf32>, tensor<2xi64>>) -> tensor<4xf32>
+  %n = stablehlo.get_tuple_element %r[2] : (tuple<!stablehlo.token, tensor<4xf32>, tensor<2xi64>>) -> tensor<2xi64>
+  return %y, %n : tensor<4xf32>, tensor<2xi64>
+}"""
+    x = np.array([0.0, 1.5, -1.0, 2.0], np.float32)
+    y, nulls = kiln.compile(text)(x)
+    np.testing.assert_array_equal(y, x + 1)
+    np.testing.assert_array_equal(nulls, [1, 1])

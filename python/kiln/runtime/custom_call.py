@@ -15,7 +15,8 @@ It is either
   `results` are lists of numpy arrays viewing the call's buffers (tuples flattened depth first;
   operands read-only, results to fill in place); `attributes` is the `mhlo.backend_config`
   dictionary (or a dictionary `backend_config`) as Python values; `backend_config` is the
-  string backend_config ("" when there is none). Raising fails the call: the exception
+  string backend_config ("" when there is none). A token operand or result (`!stablehlo.token`)
+  has no data: its place in the lists holds None. Raising fails the call: the exception
   propagates out of the Executable call with its traceback. Returning a non-None value is an
   error (results are written in place).
 
@@ -328,7 +329,14 @@ class Leaf:
     element: str | None = None  # the MLIR element type (typed-FFI targets see its XLA dtype)
 
     @property
+    def is_token(self) -> bool:
+        """A `!stablehlo.token` leaf: rank 0, no data (its pointer is null)."""
+        return self.element == ffi.TOKEN
+
+    @property
     def nbytes(self) -> int:
+        if self.is_token:
+            return 0
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
     @property
@@ -456,7 +464,9 @@ def make_site(target: CustomCallTarget, api_version: int, backend_config: str, a
 _pending = threading.local()
 
 
-def _view(address: int, leaf: Leaf, writeable: bool) -> np.ndarray:
+def _view(address: int, leaf: Leaf, writeable: bool) -> np.ndarray | None:
+    if leaf.is_token:
+        return None  # Python targets see None where the call passes a token
     if leaf.nbytes == 0 or not address:
         array = np.zeros(leaf.shape, leaf.dtype)
     else:

@@ -11,6 +11,8 @@ adds to the C runtime's implementation (runtime/kiln_ffi.c).
       u32 count, then per entry: u32 name length, name, u8 kind, then
         SCALAR u8 dtype + value | ARRAY u8 dtype + u64 count + values |
         STRING u32 length + bytes | DICTIONARY a nested blob.
+* Token leaves (element type TOKEN) go in the frame as XLA passes them: rank 0, dtype TOKEN
+  (code 17), and a null data pointer (compiled code stores 0 in the leaf array).
 """
 from __future__ import annotations
 

@@ -49,6 +49,7 @@ COMMON_STAGES: list[Stage] = [
         "func.func(stablehlo-canonicalize-dynamism)",
         # results whose shapes the program computes: static once their sizes are constants
         "kiln-fold-dynamic-top-k",
+        "kiln-fold-dynamic-reduce-window",
         "kiln-refine-entry-results",
         "cse",
         "kiln-dedupe-results",

@@ -235,3 +235,29 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(Stream, StreamImpl,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
                                   .Ret<ffi::Buffer<ffi::S64>>());
+
+// ---- tokens -----------------------------------------------------------------------------------
+
+// A token argument and a token result beside buffers: XLA passes each token as a rank-0 buffer
+// of dtype TOKEN with no data. y = 2 x; info = [dtype, rank, data is null] of the token
+// argument, then of the token result.
+static ffi::Error TokenImpl(ffi::Token token, ffi::Buffer<ffi::F32> x, ffi::Result<ffi::Token> out,
+                            ffi::ResultBuffer<ffi::F32> y, ffi::ResultBuffer<ffi::S64> info) {
+  for (size_t i = 0; i < x.element_count(); ++i) y->typed_data()[i] = 2.0f * x.typed_data()[i];
+  int64_t* seen = info->typed_data();
+  seen[0] = static_cast<int64_t>(token.element_type());
+  seen[1] = static_cast<int64_t>(token.dimensions().size());
+  seen[2] = token.untyped_data() == nullptr;
+  seen[3] = static_cast<int64_t>(out->element_type());
+  seen[4] = static_cast<int64_t>(out->dimensions().size());
+  seen[5] = out->untyped_data() == nullptr;
+  return ffi::Error::Success();
+}
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(TokenThrough, TokenImpl,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Token>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Token>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::S64>>());

@@ -13,9 +13,11 @@ from .runtime.custom_call import register_custom_call, register_custom_call_libr
 from .runtime.custom_call import REGISTRY as _REGISTRY
 from .runtime.lapack import register_lapack_targets as _register_lapack_targets
 from .runtime.jax_checks import register_jax_check_targets as _register_jax_check_targets
+from .runtime.sparse import register_sparse_targets as _register_sparse_targets
 
 _register_lapack_targets(_REGISTRY)  # JAX's CPU linear algebra (lapack_*_ffi) is built in
 _register_jax_check_targets(_REGISTRY)  # shape_assertion, when not decided at compile time
+_register_sparse_targets(_REGISTRY)  # jax.experimental.sparse's CSR product on CPU
 
 __all__ = ["compile", "load", "load_executable", "jit", "Executable", "KilnError", "CheckFailure",
            "register_custom_call", "register_custom_call_library"]

@@ -363,3 +363,20 @@ def test_ormqr_matches_jax(rng, dtype, left, transpose):
     out = empty_like(c)
     lapack.ormqr([out], [qr, tau, c], attributes={"left": left, "transpose": transpose})
     close(out, lax.linalg.ormqr(qr, tau, c, left=left, transpose=transpose), dtype)
+
+
+def test_csr_sparse_dense_products_from_jax_experimental_sparse():
+    import kiln
+    from jax.experimental import sparse
+    rng = np.random.default_rng(5)
+    dense = rng.standard_normal((5, 7)).astype(np.float32)
+    dense[rng.random((5, 7)) < 0.6] = 0
+    m = sparse.BCSR.fromdense(dense)
+    for rhs in (rng.standard_normal((7, 3)).astype(np.float32),
+                rng.standard_normal(7).astype(np.float32)):
+        fn = jax.jit(lambda d, i, p, x: sparse.BCSR((d, i, p), shape=(5, 7)) @ x)
+        args = (np.asarray(m.data), np.asarray(m.indices), np.asarray(m.indptr), rhs)
+        text = fn.lower(*args).as_text()
+        assert "cpu_csr_sparse_dense_ffi" in text
+        np.testing.assert_allclose(kiln.compile(text)(*args)[0], np.asarray(fn(*args)),
+                                   rtol=1e-5, atol=1e-5)

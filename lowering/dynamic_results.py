@@ -20,20 +20,10 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
-from .ir_util import find_entry, function_type, walk
+from .ir_util import constant_ints, find_entry, function_type, walk
+from .legalize.hlo_builder import HloBuilder
 
 DYNAMIC_TOP_K = "stablehlo.dynamic_top_k"
-
-
-def _constant_int(value: ir.Value) -> int | None:
-    owner = value.owner if isinstance(value, ir.OpResult) else None
-    if owner is None or owner.operation.name not in ("stablehlo.constant", "arith.constant"):
-        return None
-    attr = owner.operation.attributes["value"]
-    try:
-        return int(np.array(ir.DenseIntElementsAttr(attr)).reshape(-1)[0])
-    except (TypeError, ValueError, IndexError):
-        return None
 
 
 def fold_dynamic_top_k(module: ir.Module) -> None:
@@ -43,7 +33,8 @@ def fold_dynamic_top_k(module: ir.Module) -> None:
             continue
         if len(op.operands) != 2 or len(op.results) != 2:
             continue  # malformed: left for the custom-call lowering to report
-        k = _constant_int(op.operands[1])
+        k = constant_ints(op.operands[1])
+        k = k[0] if k and len(k) == 1 else None
         operand = ir.RankedTensorType(op.operands[0].type)
         if k is None or operand.rank == 0 or \
                 ir.ShapedType.is_dynamic_size(operand.shape[-1]) or not 0 <= k <= operand.shape[-1]:
@@ -74,17 +65,6 @@ def _replace_with_static(op: ir.Operation, values) -> None:
 DYNAMIC_REDUCE_WINDOW = "stablehlo.dynamic_reduce_window"
 
 
-def _constant_ints(value: ir.Value) -> list[int] | None:
-    owner = value.owner if isinstance(value, ir.OpResult) else None
-    if owner is None or owner.operation.name not in ("stablehlo.constant", "arith.constant"):
-        return None
-    try:
-        return [int(v) for v in np.array(ir.DenseIntElementsAttr(
-            owner.operation.attributes["value"])).reshape(-1)]
-    except (TypeError, ValueError):
-        return None
-
-
 def fold_dynamic_reduce_window(module: ir.Module) -> None:
     """`custom_call @stablehlo.dynamic_reduce_window(inputs..., inits..., window_dimensions,
     window_strides, base_dilations, window_dilations, padding)` whose window operands are
@@ -97,7 +77,7 @@ def fold_dynamic_reduce_window(module: ir.Module) -> None:
         operands = list(op.operands)
         if len(operands) != 2 * n + 5 or "called_computations" not in op.attributes:
             continue  # malformed: left for the custom-call lowering to report
-        window = [_constant_ints(v) for v in operands[2 * n:]]
+        window = [constant_ints(v) for v in operands[2 * n:]]
         inputs = [ir.RankedTensorType(v.type) for v in operands[:n]]
         if any(w is None for w in window) or not all(t.has_static_shape for t in inputs):
             continue
@@ -138,37 +118,23 @@ def _top_k(x: ir.Value, k: int, index_type: ir.Type) -> tuple[ir.Value, ir.Value
     """The k largest entries along the last dimension and their indices, as `chlo.top_k`
     defines them (a stable descending sort of (x, iota), then the first k): StableHLO ops,
     CHLO not being registered."""
-    i64 = ir.IntegerType.get_signless(64)
+    h = HloBuilder()
     t = ir.RankedTensorType(x.type)
     shape, last = list(t.shape), t.rank - 1
-    iota = ir.Operation.create("stablehlo.iota", results=[ir.RankedTensorType.get(shape, index_type)],
-                               attributes={"iota_dimension": ir.IntegerAttr.get(i64, last)})
+    iota = h.iota(shape, last, index_type)
     sort = ir.Operation.create(
-        "stablehlo.sort", results=[t, iota.results[0].type], operands=[x, iota.results[0]],
-        attributes={"dimension": ir.IntegerAttr.get(i64, last), "is_stable": ir.BoolAttr.get(True)},
+        "stablehlo.sort", results=[t, iota.type], operands=[x, iota],
+        attributes={"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), last),
+                    "is_stable": ir.BoolAttr.get(True)},
         regions=1)
-    scalar = [ir.RankedTensorType.get([], t.element_type)] * 2 + \
-        [ir.RankedTensorType.get([], index_type)] * 2
-    block = sort.regions[0].blocks.append(*scalar)
+    scalars = [ir.RankedTensorType.get([], e) for e in (t.element_type, index_type)]
+    block = sort.regions[0].blocks.append(*[s for s in scalars for _ in (0, 1)])
     with ir.InsertionPoint(block):
-        attributes = {"comparison_direction": ir.Attribute.parse("#stablehlo<comparison_direction GT>")}
-        if isinstance(t.element_type, ir.FloatType):
-            attributes["compare_type"] = ir.Attribute.parse("#stablehlo<comparison_type TOTALORDER>")
-        greater = ir.Operation.create(
-            "stablehlo.compare", results=[ir.RankedTensorType.get([], ir.IntegerType.get_signless(1))],
-            operands=[block.arguments[0], block.arguments[1]], attributes=attributes)
-        ir.Operation.create("stablehlo.return", operands=[greater.results[0]])
-    limit = shape[:-1] + [k]
-    taken = []
-    for sorted_value in sort.results:
-        element = ir.RankedTensorType(sorted_value.type).element_type
-        taken.append(ir.Operation.create(
-            "stablehlo.slice", results=[ir.RankedTensorType.get(limit, element)],
-            operands=[sorted_value],
-            attributes={"start_indices": ir.DenseI64ArrayAttr.get([0] * len(shape)),
-                        "limit_indices": ir.DenseI64ArrayAttr.get(limit),
-                        "strides": ir.DenseI64ArrayAttr.get([1] * len(shape))}).results[0])
-    return taken[0], taken[1]
+        kind = "TOTALORDER" if isinstance(t.element_type, ir.FloatType) else None
+        greater = h.compare("GT", block.arguments[0], block.arguments[1], kind)
+        ir.Operation.create("stablehlo.return", operands=[greater])
+    values, indices = (h.slice(v, [0] * len(shape), shape[:-1] + [k]) for v in sort.results)
+    return values, indices
 
 
 def refine_entry_results(module: ir.Module, entry: str | None = None) -> None:

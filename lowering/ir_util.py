@@ -1,6 +1,7 @@
 """Small helpers over the MLIR Python bindings shared by Kiln's passes."""
 from __future__ import annotations
 
+import numpy as np
 from torch_mlir import ir
 
 from ..errors import KilnError
@@ -70,3 +71,15 @@ def walk(op: ir.Operation):
                 child = child.operation
                 yield child
                 yield from walk(child)
+
+
+def constant_ints(value: ir.Value) -> list[int] | None:
+    """The entries, in row-major order, of `value` if a `stablehlo.constant` or
+    `arith.constant` of integers defines it (a shape or window operand), else None."""
+    owner = value.owner if isinstance(value, ir.OpResult) else None
+    if owner is None or owner.operation.name not in ("stablehlo.constant", "arith.constant"):
+        return None
+    attr = owner.operation.attributes["value"]
+    if not isinstance(attr, ir.DenseIntElementsAttr):
+        return None
+    return [int(v) for v in np.array(attr).reshape(-1)]

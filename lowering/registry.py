@@ -252,7 +252,7 @@ def _register_kiln_passes() -> None:
     register("kiln-fold-tuples", "get_tuple_element of a tuple folds to the operand; dead "
              "tuples are dropped", _fold_tuples_everywhere)
     register("kiln-fold-dynamic-top-k", "stablehlo.dynamic_top_k custom calls with a constant "
-             "k -> chlo.top_k (static results)", dynamic_results.fold_dynamic_top_k)
+             "k -> a static top-k (stable sort, slice)", dynamic_results.fold_dynamic_top_k)
     register("kiln-fold-dynamic-reduce-window", "stablehlo.dynamic_reduce_window custom calls "
              "with constant windows -> stablehlo.reduce_window",
              dynamic_results.fold_dynamic_reduce_window)

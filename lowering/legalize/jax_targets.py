@@ -28,6 +28,7 @@ from torch_mlir.dialects import func
 
 from ...errors import KilnError
 from ...runtime.jax_checks import format_assertion
+from ..ir_util import constant_ints
 from ..patterns import pattern_pass
 from .hlo_builder import HloBuilder, replace_op
 
@@ -118,23 +119,12 @@ def _lower_approx_top_k(op: ir.Operation) -> None:
 
 
 # -- the rest ------------------------------------------------------------------------------------
-def _constant_shape(value: ir.Value) -> list[int] | None:
-    """The entries of a constant 1-d integer tensor (a shape operand), else None."""
-    owner = value.owner
-    if not isinstance(owner, ir.OpView) or owner.operation.name != "stablehlo.constant":
-        return None
-    attr = owner.operation.attributes["value"]
-    if not isinstance(attr, ir.DenseIntElementsAttr):
-        return None
-    return [int(v) for v in np.array(attr).reshape(-1)]
-
-
 def _lower_dynamic_rng(op: ir.Operation) -> None:
     out = ir.RankedTensorType(op.results[1].type)
     if not out.has_static_shape:
         # Shape refinement leaves custom-call results alone, but it folds the shape operand:
         # read the output shape there. Its users accept the static type (it refines theirs).
-        dims = _constant_shape(op.operands[1])
+        dims = constant_ints(op.operands[1])
         if dims is None or len(dims) != out.rank or any(
                 not out.is_dynamic_dim(i) and out.shape[i] != d for i, d in enumerate(dims)):
             _static(out, op, "the output")

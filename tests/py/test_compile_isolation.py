@@ -99,3 +99,19 @@ def test_lambdas_in_extra_passes_compile_in_process():
 def test_a_users_pass_exception_reaches_the_user_unchanged():
     with pytest.raises(compile_faults.PassFailed, match="my pass gave up"):
         kiln.compile(ADD, extra_passes={"optimize": [compile_faults.raises]})
+
+
+def test_functions_of_a_script_compile_in_process(tmp_path):
+    # A script's own pass is `__main__.mark` to pickle, a name no worker has: it runs here.
+    marker = tmp_path / "ran"
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import kiln, numpy as np\n"
+        f"def mark(module):\n    open({str(marker)!r}, 'w').close()\n"
+        f"exe = kiln.compile({ADD!r}, extra_passes={{'fuse': [mark]}})\n"
+        "x = np.ones(4, np.float32)\n"
+        "print(exe(x, x)[0].tolist())\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[4.0, 4.0, 4.0, 4.0]" and marker.exists()

@@ -221,3 +221,21 @@ def test_libm_functions_link_in_a_fresh_process(in_process):
 def test_the_version_is_the_packages():
     from importlib.metadata import version
     assert kiln.__version__ == version("kiln")
+
+
+def test_bad_settings_and_symbols_are_clear_errors(tmp_path, monkeypatch):
+    from kiln.targets import objects
+    with pytest.raises(KilnError, match="needs symbol.*kiln_no_such_symbol"):
+        objects.load(b"", ["kiln_no_such_symbol"], "a test object")
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KILN_CACHE_MAX_MB", "lots")
+    with pytest.raises(KilnError, match="KILN_CACHE_MAX_MB='lots' is not a number"):
+        kiln.compile(AFFINE.replace("tanh", "sine"))
+    monkeypatch.delenv("KILN_CACHE_MAX_MB")
+    monkeypatch.setenv("KILN_CACHE", "0")
+    monkeypatch.setenv("KILN_COMPILE_TIMEOUT", "soon")
+    with pytest.raises(KilnError, match="KILN_COMPILE_TIMEOUT='soon' is not a number"):
+        kiln.compile(AFFINE.replace("tanh", "cosine"))
+    monkeypatch.delenv("KILN_COMPILE_TIMEOUT")
+    done = _kiln("compile", MLP, "-o", tmp_path / "x.kx", "--arg-shapes", "2xq")
+    assert done.returncode == 1 and "--arg-shapes: cannot read '2xq'" in done.stderr

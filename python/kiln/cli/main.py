@@ -103,9 +103,10 @@ def _parse_arg_shapes(text: str) -> list[tuple[tuple[int, ...], ...]]:
 
 def _compile(args) -> int:
     import kiln
+    shape_sets = _parse_arg_shapes(args.arg_shapes) if args.arg_shapes else []  # before compiling
     exe = kiln.compile(Path(args.file), target=args.target, entry=args.entry,
                        **_compile_options(args))
-    for shapes in _parse_arg_shapes(args.arg_shapes) if args.arg_shapes else []:
+    for shapes in shape_sets:
         exe._compiled_for(tuple(shapes))
     if args.timing:
         from ..pipeline import format_timings

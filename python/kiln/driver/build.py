@@ -7,6 +7,7 @@ function of `__main__`, which another process cannot import).
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import sys
@@ -28,12 +29,13 @@ def obtain(request: CompileRequest) -> Artifact:
     if artifact is not None:
         return artifact
     progress = _Progress(request)
+    sendable = _pickled_for_worker(request)
     try:
-        if _in_process(request):
+        if sendable is None:
             artifact = compile_artifact(request, progress.update)
         else:
             from .worker import compile_in_worker
-            artifact = compile_in_worker(request, progress.update)
+            artifact = compile_in_worker(request, sendable, progress.update)
     finally:
         progress.finish()
     cache.store(key, artifact)
@@ -41,20 +43,31 @@ def obtain(request: CompileRequest) -> Artifact:
 
 
 def will_use_worker(options: dict) -> bool:
-    """Whether compiles with these options go to a worker (unless the request turns out not
-    to be picklable)."""
+    """Whether compiles with these options go to a worker (unless the request cannot be sent,
+    see `_pickled_for_worker`)."""
     return not (os.environ.get("KILN_COMPILE_IN_PROCESS", "0") not in ("", "0")
                 or options.get("isolate", True) is False)
 
 
-def _in_process(request: CompileRequest) -> bool:
+def _pickled_for_worker(request: CompileRequest) -> bytes | None:
+    """`request` pickled for a compile worker, or None when it compiles here: isolation is
+    off, or the request holds what another process cannot rebuild (lambdas and closures do
+    not pickle; functions and classes of `__main__` pickle by a name the worker lacks)."""
     if not will_use_worker(request.options):
-        return True
+        return None
+    buffer = io.BytesIO()
     try:
-        pickle.loads(pickle.dumps(request))
-    except Exception:  # noqa: BLE001 - unpicklable (lambdas, closures) or not importable
-        return True
-    return False
+        _WorkerPickler(buffer).dump(request)
+    except Exception:  # noqa: BLE001 - pickle raises many kinds (PicklingError, TypeError...)
+        return None
+    return buffer.getvalue()
+
+
+class _WorkerPickler(pickle.Pickler):
+    def persistent_id(self, obj):  # called for every object pickled
+        if getattr(obj, "__module__", None) == "__main__":
+            raise pickle.PicklingError(f"{obj!r} is defined in __main__")
+        return None
 
 
 class _Progress:

@@ -16,18 +16,16 @@ from __future__ import annotations
 
 import os
 import pickle
-import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from pathlib import Path
 
 from ..errors import KilnError
-from ..frontend.untrusted import _receive, _send
+from ..frontend.untrusted import receive_message, send_message, wait_for_child
 from .artifact import Artifact
 from .compiler import CompileRequest
 
@@ -95,9 +93,9 @@ def _exchange(envelope: tuple, on_message) -> tuple:
     for attempt in range(2):
         server = _acquire()
         try:
-            _send(server.process.stdin, envelope)
+            send_message(server.process.stdin, envelope)
             while True:
-                message = _receive(server.process.stdout)
+                message = receive_message(server.process.stdout)
                 if message[0] != "progress":
                     _release(server)
                     return message
@@ -113,16 +111,16 @@ def _exchange(envelope: tuple, on_message) -> tuple:
             raise
 
 
-def compile_in_worker(request: CompileRequest, progress=None) -> Artifact:
-    """Compile `request` in a worker; the artifact, or a KilnError (with a reproducer when
-    the compiler crashed or hung)."""
+def compile_in_worker(request: CompileRequest, pickled: bytes, progress=None) -> Artifact:
+    """Compile `request` (`pickled`, as driver/build.py made it) in a worker; the artifact,
+    or a KilnError (with a reproducer when the compiler crashed or hung)."""
     where = {"stage": None, "pass": None}
 
     def on_message(stage, step):
         where["stage"], where["pass"] = stage, step
         if progress is not None:
             progress(stage, step)
-    envelope = ("compile", list(sys.path), pickle.dumps(request), compile_timeout(), None)
+    envelope = ("compile", list(sys.path), pickled, compile_timeout(), None)
     kind, *payload = _exchange(envelope, on_message)
     if kind == "ok":
         return Artifact.from_bytes(payload[0], "the compile worker's result")
@@ -139,10 +137,11 @@ def compile_in_worker(request: CompileRequest, progress=None) -> Artifact:
     # "crashed" (a signal) or "timeout": find the pass, write the reproducer.
     how = f"crashed ({payload[0]})" if kind == "crashed" else \
         f"did not finish in {compile_timeout():.0f} s (KILN_COMPILE_TIMEOUT)"
-    raise _crash_report(request, where["stage"], how)
+    raise _crash_report(request, pickled, where["stage"], how)
 
 
-def _crash_report(request: CompileRequest, stage: str | None, how: str) -> KilnError:
+def _crash_report(request: CompileRequest, pickled: bytes, stage: str | None,
+                  how: str) -> KilnError:
     """Compile once more, writing the IR before each pass of `stage`, and return the
     KilnError that names the stage, the pass and the reproducer."""
     what = f"compiling @{request.entry} {how}"
@@ -163,7 +162,7 @@ def _crash_report(request: CompileRequest, stage: str | None, how: str) -> KilnE
         if stage_name == stage and step is not None:
             finished["count"] += 1
     timeout = min(compile_timeout(), 600.0)
-    envelope = ("reproduce", list(sys.path), pickle.dumps(request), timeout, (stage, path))
+    envelope = ("reproduce", list(sys.path), pickled, timeout, (stage, path))
     try:
         kind, *_ = _exchange(envelope, on_message)
     except KilnError:
@@ -203,7 +202,7 @@ def _serve() -> None:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
-            mode, path, blob, timeout, extra = _receive(requests)
+            mode, path, blob, timeout, extra = receive_message(requests)
         except EOFError:
             return
         read_end, write_end = os.pipe()
@@ -238,7 +237,7 @@ _context = None
 
 def _child(mode: str, path: list[str], blob: bytes, extra, out) -> None:
     def tell(message) -> None:
-        _send(out, message)
+        send_message(out, message)
     try:
         sys.path[:] = path  # the caller's: its Python passes (extra_passes) import from there
         request: CompileRequest = pickle.loads(blob)
@@ -289,40 +288,31 @@ def _reproduce(request: CompileRequest, extra, tell) -> None:
 
 def _relay(read_end: int, pid: int, timeout: float, replies) -> None:
     """Pass the child's messages on as they come; report its death or time-out."""
-    deadline = time.monotonic() + timeout
-    final = None
-    buffer = b""
-    with os.fdopen(read_end, "rb", buffering=0) as inp:
-        while True:
-            ready, _, _ = select.select([inp], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                _send(replies, ("timeout",))
-                return
-            chunk = inp.read(1 << 20)
-            if not chunk:
+    pending = bytearray()
+    final = []
+
+    def on_data(chunk: bytes) -> None:
+        pending.extend(chunk)
+        while len(pending) >= 8:
+            size = int.from_bytes(pending[:8], "little")
+            if len(pending) < 8 + size:
                 break
-            buffer += chunk
-            while len(buffer) >= 8:
-                size = int.from_bytes(buffer[:8], "little")
-                if len(buffer) < 8 + size:
-                    break
-                message = pickle.loads(buffer[8:8 + size])
-                buffer = buffer[8 + size:]
-                if message[0] == "progress":
-                    _send(replies, message)
-                else:
-                    final = message
-    _, status = os.waitpid(pid, 0)
-    if final is not None and final[0] != "done":
-        _send(replies, final)
-    elif os.WIFSIGNALED(status):
-        _send(replies, ("crashed", signal.Signals(os.WTERMSIG(status)).name))
-    elif final is None:
-        _send(replies, ("crashed", f"exit status {os.WEXITSTATUS(status)}"))
+            message = pickle.loads(bytes(pending[8:8 + size]))
+            del pending[:8 + size]
+            if message[0] == "progress":
+                send_message(replies, message)
+            else:
+                final.append(message)
+
+    fate = wait_for_child(read_end, pid, timeout, on_data)
+    if fate == "timeout":
+        send_message(replies, ("timeout",))
+    elif final and final[-1][0] != "done":
+        send_message(replies, final[-1])
+    elif not final or not fate.startswith("exit status"):
+        send_message(replies, ("crashed", fate))
     else:
-        _send(replies, ("done",))
+        send_message(replies, ("done",))
 
 
 if __name__ == "__main__":

@@ -99,8 +99,8 @@ def read_in_child(fmt, data: bytes, filename: str, what: str) -> str:
                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                            stderr=subprocess.DEVNULL)
             try:
-                _send(_server.stdin, (fmt.name, data, filename))
-                kind, payload = _receive(_server.stdout)
+                send_message(_server.stdin, (fmt.name, data, filename))
+                kind, payload = receive_message(_server.stdout)
                 break
             except (BrokenPipeError, EOFError):
                 _server = None
@@ -123,13 +123,14 @@ def read_in_child(fmt, data: bytes, filename: str, what: str) -> str:
     return payload
 
 
-def _send(stream, obj) -> None:
+def send_message(stream, obj) -> None:
+    """Write one length-prefixed pickled message (a server and its caller speak these)."""
     blob = pickle.dumps(obj)
     stream.write(struct.pack("<Q", len(blob)) + blob)
     stream.flush()
 
 
-def _receive(stream):
+def receive_message(stream):
     header = stream.read(8)
     if len(header) < 8:
         raise EOFError
@@ -156,7 +157,7 @@ def _serve() -> None:
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
-            fmt_name, data, filename = _receive(requests)
+            fmt_name, data, filename = receive_message(requests)
         except EOFError:
             return
         if b"sdy" in data:
@@ -172,7 +173,7 @@ def _serve() -> None:
             os._exit(0)
         os.close(write_end)
         reply = _collect(read_end, pid)
-        _send(replies, reply)
+        send_message(replies, reply)
 
 
 def _preload_jaxlib() -> None:
@@ -188,24 +189,36 @@ def _preload_jaxlib() -> None:
 
 
 def _collect(read_end: int, pid: int):
-    chunks, deadline = [], time.monotonic() + READ_TIMEOUT_S
-    with os.fdopen(read_end, "rb") as inp:
+    chunks: list[bytes] = []
+    fate = wait_for_child(read_end, pid, READ_TIMEOUT_S, chunks.append)
+    if fate == "timeout":
+        return ("timeout", None)
+    if chunks:
+        return pickle.loads(b"".join(chunks))
+    return ("signal", fate)
+
+
+def wait_for_child(read_end: int, pid: int, timeout: float, on_data) -> str:
+    """Hand what forked child `pid` writes into the pipe `read_end` to `on_data` as it comes,
+    until the child closes it; then reap the child. Returns how it ended: "timeout" (it was
+    killed after `timeout` seconds), the name of the signal that killed it, or
+    "exit status N"."""
+    deadline = time.monotonic() + timeout
+    with os.fdopen(read_end, "rb", buffering=0) as inp:
         while True:
             ready, _, _ = select.select([inp], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-                return ("timeout", None)
-            chunk = inp.read1(1 << 20)
+                return "timeout"
+            chunk = inp.read(1 << 20)
             if not chunk:
                 break
-            chunks.append(chunk)
+            on_data(chunk)
     _, status = os.waitpid(pid, 0)
-    if chunks:
-        return pickle.loads(b"".join(chunks))
     if os.WIFSIGNALED(status):
-        return ("signal", signal.Signals(os.WTERMSIG(status)).name)
-    return ("signal", f"exit status {os.WEXITSTATUS(status)}")
+        return signal.Signals(os.WTERMSIG(status)).name
+    return f"exit status {os.WEXITSTATUS(status)}"
 
 
 def binary_reader(fmt, filename: str):

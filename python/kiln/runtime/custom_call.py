@@ -215,21 +215,12 @@ class CustomCallRegistry:
             raise KilnError(f"cannot load custom-call library {str(path)!r}: {exc}",
                             hint="build it with `gcc -shared -fPIC -I$(kiln --include-dir) ...`") from None
         added = []
-        with self._lock:
-            node = lib_runtime.KilnCustomCallRegistrations()
-            fresh = []
-            while node:
-                address = ctypes.addressof(node.contents)
-                if address not in self._seen_registrations:
-                    self._seen_registrations.add(address)
-                    fresh.append(node.contents)
-                node = node.contents.next
-        for reg in reversed(fresh):  # the list is newest first; register in declaration order
+        for reg in self._fresh_registrations(lib_runtime.KilnCustomCallRegistrations()):
             name = reg.name.decode()
             entry = self.register(name, int(reg.function), reg.platform.decode(), origin=str(path))
             entry.keep_alive, entry.ffi_capable = handle, False
             added.append(name)
-        for reg in self._fresh_ffi_registrations(lib_runtime):
+        for reg in self._fresh_registrations(lib_runtime.KilnFfiRegistrations()):
             stages = {s: getattr(reg, s) for s in ffi.STAGES if getattr(reg, s)}
             entry = self.register(reg.name.decode(), stages, reg.platform.decode(),
                                   origin=str(path))
@@ -252,11 +243,11 @@ class CustomCallRegistry:
             added.append(name)
         return added
 
-    def _fresh_ffi_registrations(self, lib_runtime: ctypes.CDLL) -> list:
-        """Handlers registered through the FFI API since the last look, oldest first."""
+    def _fresh_registrations(self, node) -> list:
+        """The entries of one of the runtime's registration lists (XLA_REGISTER_CUSTOM_CALL_
+        TARGET's or the FFI API's; newest first) not seen before, oldest first."""
         fresh = []
         with self._lock:
-            node = lib_runtime.KilnFfiRegistrations()
             while node:
                 address = ctypes.addressof(node.contents)
                 if address not in self._seen_registrations:
@@ -264,7 +255,6 @@ class CustomCallRegistry:
                     fresh.append(node.contents)
                 node = node.contents.next
         return list(reversed(fresh))
-
 
     def describe(self) -> list[tuple[str, str, int | None, bool]]:
         """(name, platform, api_version, is_python) of every target: what a compile worker

@@ -325,7 +325,7 @@ class _Cursor:
                 end = text.find('"', i + 1)
                 i = len(text) if end < 0 else end + 1
                 continue
-            if depth == 0 and c in stop:
+            if depth == 0 and (c in stop or text.startswith("//", i)):  # a trailing comment ends it
                 break
             if c in _OPEN:
                 depth += 1

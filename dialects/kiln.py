@@ -33,6 +33,7 @@ HLO_MODULE = "kiln.hlo_module"          # the HLO module's name, for the HLO exp
 NUM_PARTITIONS = "kiln.num_partitions"  # HLO module config, kept for the exporter
 REPLICA_COUNT = "kiln.replica_count"
 HLO_CONFIG = {"num_partitions": NUM_PARTITIONS, "replica_count": REPLICA_COUNT}
+SHARDING = "kiln.sharding"              # a value's split over devices (distributed/sharding.py)
 JAX = "kiln.jax."                       # prefix of a JAX export's recorded details
 JAX_INFO = "kiln.jax.info"              # its calling convention (frontend/jax_export.py)
 
@@ -52,7 +53,8 @@ STOCHASTIC_CONVERT = "kiln.stochastic_convert"
 
 # What lowering/trust.py accepts from an input (its FRONTEND_ATTRIBUTES pattern says the same);
 # the HLO config names are not among them there.
-FRONTEND_ATTRIBUTES = frozenset({LAYOUT, OPERAND_TREE, RESULT_TREE, FUSION_KIND, HLO_MODULE})
+FRONTEND_ATTRIBUTES = frozenset({LAYOUT, OPERAND_TREE, RESULT_TREE, FUSION_KIND, HLO_MODULE,
+                                 SHARDING})
 
 
 def is_frontend_attribute(name: str) -> bool:

@@ -67,3 +67,117 @@ def _nested(op):
             for child in block:
                 yield child.operation
                 yield from _nested(child.operation)
+
+
+# ---- several devices: Shardy's shardings in Kiln's form ----------------------------------------
+
+SHARDING = "kiln.sharding"            # a value's sharding, python/kiln/distributed/sharding.py JSON
+TO_LOCAL = "kiln.spmd.to_local"       # a device's shard of a global value
+TO_GLOBAL = "kiln.spmd.to_global"     # the global value from every device's shard
+
+
+def lower_shardy(module, ir) -> None:
+    """Turn Shardy's annotations into Kiln's, in jaxlib's context (it registers `sdy`), before
+    strip_shardy drops the rest: `sdy.sharding` of the entry's arguments and results becomes a
+    `kiln.sharding` string; each `sdy.manual_computation` (a shard_map body) is inlined between
+    `kiln.spmd.to_local` and `kiln.spmd.to_global` custom calls that carry its shardings,
+    restricted to its manual axes (over the others the body is computed whole, on every
+    device); `sdy.sharding_constraint` and `sdy.reshard` pass their operand through (Kiln
+    computes values outside manual bodies whole). kiln-spmd-partition does the rest."""
+    from jaxlib.mlir.dialects import sdy
+    from ..distributed.sharding import from_sdy
+    from ..errors import KilnError
+    top = module.operation
+    meshes = {}
+    for op in top.regions[0].blocks[0]:
+        if op.operation.name == "sdy.mesh":
+            mesh = sdy.MeshAttr(op.operation.attributes["mesh"])
+            meshes[ir.StringAttr(op.operation.attributes["sym_name"]).value] = (
+                [(sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size) for a in mesh.axes],
+                list(mesh.device_ids))
+
+    def sharding_of(attr, what, manual_axes=None):
+        s = sdy.TensorShardingAttr(attr)
+        ref = s.mesh_or_ref
+        if isinstance(ref, ir.FlatSymbolRefAttr) or str(ref).startswith("@"):
+            axes, ids = meshes[str(ref).lstrip("@").strip('"')]
+        else:
+            mesh = sdy.MeshAttr(ref)
+            axes = [(sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size) for a in mesh.axes]
+            ids = list(mesh.device_ids)
+        if len(list(s.unreduced_axes)):
+            raise KilnError(f"{what}: unreduced axes are not supported yet")
+        dims = []
+        for d in s.dimension_shardings:
+            names = []
+            for a in sdy.DimensionShardingAttr(d).axes:
+                ref_axis = sdy.AxisRefAttr(a)
+                if ref_axis.sub_axis_info is not None:
+                    raise KilnError(f"{what}: sub-axis shardings ({a}) are not supported yet")
+                if manual_axes is None or ref_axis.name in manual_axes:
+                    names.append(ref_axis.name)
+            dims.append(names)
+        return from_sdy(axes, ids, dims, what).to_json()
+
+    # Entry arguments and results.
+    for op in _nested(top):
+        if op.name != "func.func":
+            continue
+        for key in ("arg_attrs", "res_attrs"):
+            if key not in op.attributes:
+                continue
+            updated = []
+            for i, attrs in enumerate(ir.ArrayAttr(op.attributes[key])):
+                attrs = ir.DictAttr(attrs)
+                entries = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
+                if "sdy.sharding" in entries:
+                    what = f"{'argument' if key == 'arg_attrs' else 'result'} {i}"
+                    entries[SHARDING] = ir.StringAttr.get(sharding_of(entries["sdy.sharding"], what))
+                updated.append(ir.DictAttr.get(entries))
+            op.attributes[key] = ir.ArrayAttr.get(updated)
+
+    # shard_map bodies, innermost first (a body moves out of its op when inlined).
+    while True:
+        manual = [op for op in _nested(top) if op.name == "sdy.manual_computation"]
+        if not manual:
+            break
+        _inline_manual(manual[-1], sharding_of, ir)
+    for op in list(_nested(top)):
+        if op.name in ("sdy.sharding_constraint", "sdy.reshard"):
+            op.results[0].replace_all_uses_with(op.operands[0])
+            op.erase()
+
+
+def _inline_manual(op, sharding_of, ir) -> None:
+    import re
+    manual_axes = set(re.findall(r'"([^"]+)"', str(op.attributes["manual_axes"])))
+    ins = list(ir.ArrayAttr(_per_value(op.attributes["in_shardings"], ir)))
+    outs = list(ir.ArrayAttr(_per_value(op.attributes["out_shardings"], ir)))
+    block = op.regions[0].blocks[0]
+    where = f"shard_map at {op.location}"
+    with ir.InsertionPoint(op), op.location:
+        for i, (arg, operand) in enumerate(zip(block.arguments, op.operands)):
+            local = _marker(TO_LOCAL, operand, arg.type,
+                            sharding_of(ins[i], f"{where}, input {i}", manual_axes), ir)
+            arg.replace_all_uses_with(local)
+        body = list(block)
+        for inner in body[:-1]:
+            inner.operation.move_before(op)
+        returned = list(body[-1].operation.operands)
+        for i, (result, value) in enumerate(zip(op.results, returned)):
+            full = _marker(TO_GLOBAL, value, result.type,
+                           sharding_of(outs[i], f"{where}, output {i}", manual_axes), ir)
+            result.replace_all_uses_with(full)
+    op.erase()
+
+
+def _per_value(attr, ir):
+    from jaxlib.mlir.dialects import sdy
+    return ir.ArrayAttr.get(list(sdy.TensorShardingPerValueAttr(attr).shardings))
+
+
+def _marker(target: str, value, result_type, sharding_json: str, ir):
+    return ir.Operation.create(
+        "stablehlo.custom_call", results=[result_type], operands=[value],
+        attributes={"call_target_name": ir.StringAttr.get(target),
+                    SHARDING: ir.StringAttr.get(sharding_json)}).result

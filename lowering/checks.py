@@ -20,7 +20,7 @@ USER_RESULTS_ATTR = names.USER_RESULTS
 
 # Kinds Kiln evaluates; `_const` kinds compare against their `value` attribute.
 KINDS = {"expect_eq", "expect_almost_eq", "expect_close", "eq", "expect_eq_const",
-         "expect_almost_eq_const", "expect_true", "expect_false"}
+         "expect_almost_eq_const", "expect_true", "expect_false", "expect_serialized_eq"}
 _NUMERIC_ATTRS = ("tolerance", "max_ulp_difference", "min_ulp_difference")
 
 
@@ -55,11 +55,6 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
         if kind is None:
             continue
         where = str(op.location)
-        if kind == "expect_serialized_eq":
-            raise KilnError("check.expect_serialized_eq compares the files the reference "
-                            "interpreter's `interpreter.probe` writes; Kiln compiled code writes "
-                            "none", location=where, hint="check the probed value with "
-                            "check.expect_eq_const")
         if kind not in KINDS:
             raise KilnError(f"unknown check 'check.{kind}'", location=where,
                             hint="Kiln evaluates: " + ", ".join(sorted(KINDS)))
@@ -81,6 +76,10 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
             # check op is erased (that crashed the process).
             results = [true.result if r == op.results[0] else r for r in results]
         attrs = {n: _numeric_attr(op.attributes[n]) for n in _NUMERIC_ATTRS if n in op.attributes}
+        if kind == "expect_serialized_eq":
+            # compared after the call with what `interpreter.probe` recorded (collectives.py)
+            attrs["probe_id"] = ir.StringAttr(op.attributes["probe_id"]).value
+            attrs["iter"] = int(_numeric_attr(op.attributes["iter"])) if "iter" in op.attributes else 0
         checks.append({"kind": kind, "results": list(range(len(results), len(results) + len(operands))),
                        "loc": where, "custom_call": op.name == "stablehlo.custom_call", **attrs})
         results.extend(operands)

@@ -223,10 +223,14 @@ def _ensure_registered() -> None:
 
 def _register_kiln_passes() -> None:
     """Every Kiln pass, in the order the CPU pipeline runs them."""
-    from . import checks, dynamic_results, entry, guards, in_place, layouts, tuples, verify
+    from . import (checks, dynamic_results, entry, fusion, guards, in_place, layouts, tuples,
+                   verify)
     from .codegen import blas, fastmath, interrupts, parallel
+    from .legalize.convolutions import canonicalize_convolutions
+    from .codegen import loop_order, reductions, tiling
     from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
-                           scalarize, scans, scatter, semantics, slicing, sort, windows)
+                           scalarize, scans, scatter, semantics, slicing, sort, top_k,
+                           windows)
     def register(name, summary, function, takes_entry=False):
         _add(name, summary, function, takes_entry)
 
@@ -234,6 +238,11 @@ def _register_kiln_passes() -> None:
     # verify
     register("kiln-validate", "MLIR's verifier plus Kiln's input checks: only XLA dialects, "
              "no patterns known to crash MLIR", verify.validate_module)
+    # partition (seed 002's sharding passes)
+    from . import spmd
+    register("kiln-spmd-partition", "a global program with shardings (kiln.sharding, "
+             "mhlo.sharding, shard_map markers) -> the program of one device: shards in and out, "
+             "gathers and slices where whole values are needed", spmd.partition, **on_entry)
     # layout (XLA's layout assignment and layout normalization)
     register("kiln-layout-assignment", "decide each entry parameter's and result's layout "
              "(kiln.layout or mhlo.layout_mode, else the default) and check it",
@@ -262,6 +271,10 @@ def _register_kiln_passes() -> None:
     register("kiln-dedupe-results", "return each distinct value of the entry once, recording "
              "the copies in kiln.result_sources", entry.dedupe_results, **on_entry)
     # legalize, before upstream stablehlo-legalize-to-linalg
+    from .legalize import collectives
+    register("kiln-lower-collectives", "collectives, replica/partition ids, send/recv and "
+             "infeed/outfeed -> calls of Kiln's collective runtime (kiln.collective.*)",
+             collectives.lower_collectives)
     register("kiln-fix-semantics", "rewrite ops upstream lowers with the wrong meaning (i1 "
              "add, saturating float->int convert, complex cbrt...)", semantics.fix_semantics)
     register("kiln-lower-jax-custom-calls", "JAX's op-like custom calls -> StableHLO: "
@@ -274,6 +287,9 @@ def _register_kiln_passes() -> None:
              "counter in StableHLO", rng.lower_rng)
     register("kiln-lower-scatter", "stablehlo.scatter -> scf loops over tensors",
              scatter.lower_scatters)
+    register("kiln-lower-top-k", "stablehlo.sort read only through leading slices (top_k, "
+             "approx_max_k) -> an O(n) selection of the first k in scf loops",
+             top_k.lower_top_k)
     register("kiln-lower-sort", "stablehlo.sort -> a stable merge sort in scf loops",
              sort.lower_sorts)
     register("kiln-lower-select-and-scatter", "stablehlo.select_and_scatter -> scf loops",
@@ -288,6 +304,10 @@ def _register_kiln_passes() -> None:
              fft.lower_fft)
     register("kiln-lower-linalg-ops", "stablehlo.cholesky and triangular_solve -> StableHLO "
              "loops", linalg_ops.lower_linalg_ops)
+    register("kiln-canonicalize-convolutions", "f32/f64 convolutions in any layout, with "
+             "groups, padding or input dilation -> NHWC/HWIO ones upstream lowers to the fast "
+             "op (transposes, per-group splits, polyphase for lhs_dilation)",
+             canonicalize_convolutions)
     register("kiln-lower-custom-calls", "stablehlo.custom_call -> a call of the runtime's "
              "dispatcher", custom_calls.lower_custom_calls)
     # legalize, after upstream
@@ -303,6 +323,9 @@ def _register_kiln_passes() -> None:
     register("kiln-protect-contractions", "move large f32/f64 contractions out of reach of "
              "elementwise fusion (bf16/f16/integer ones widened to f32/f64 first, exactly)",
              blas.protect_contractions)
+    register("kiln-fuse-shared-elementwise", "duplicate cheap elementwise producers with "
+             "several users into each all-parallel consumer (XLA's fusion does too)",
+             fusion.fuse_shared_elementwise)
     register("kiln-restore-contractions", "inline the contractions kiln-protect-contractions "
              "moved back into place", blas.restore_contractions)
     register("kiln-update-carried-in-place", "elementwise ops a loop yields write into the "
@@ -316,13 +339,21 @@ def _register_kiln_passes() -> None:
     # codegen
     register("kiln-blas-calls", "large f32/f64 matrix products (complex too) and convolutions "
              "-> BLAS gemm/gemv calls", blas.blas_calls)
-    register("kiln-parallelize", "large all-parallel linalg.generics -> kiln_parallel_for on "
-             "all cores", parallel.parallelize)
+    register("kiln-order-loops", "permute linalg.generic dimensions so the innermost loop "
+             "walks memory contiguously", loop_order.order_loops)
+    register("kiln-split-reductions", "large full reductions -> per-chunk partials on all "
+             "cores, then one combine", reductions.split_reductions)
+    register("kiln-parallelize", "large linalg.generics -> kiln_parallel_for over their "
+             "outermost parallel loop, on all cores", parallel.parallelize)
+    register("kiln-tile-transposes", "large transposing linalg.generics -> 2-D tiles, "
+             "so reads and writes both stay in cache", tiling.tile_transposes)
     register("kiln-approximate-math", "f32 math.exp/math.tanh -> vectorizable polynomial "
              "approximations", fastmath.approximate_math)
     register("kiln-reassociate-reductions", "mark float reductions reassoc so LLVM can "
              "vectorize them", fastmath.reassociate_reductions)
     register("kiln-copies-as-loops", "memref.copy between strided views -> linalg.copy",
              guards.copies_as_loops)
+    register("kiln-reduction-loops", "linalg reductions with innermost reduction loops -> "
+             "scf loops carrying the accumulators in registers", reductions.reduction_loops)
     register("kiln-interrupt-checks", "poll for Ctrl-C at the top of while loops and outer "
              "for loops", interrupts.insert_interrupt_checks)

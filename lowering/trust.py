@@ -33,6 +33,8 @@ INPUT_DIALECTS = frozenset({"builtin", "func", "stablehlo", "chlo", "mhlo", "sdy
 # Kiln's runtime library (runtime/*.c) as the generated code calls it.
 RUNTIME_SYMBOLS = frozenset({
     "kiln_custom_call", "kiln_parallel_for", "kiln_check_interrupt",
+    # bf16 and 8-bit matrix products (runtime/kiln_gemm.c)
+    "kiln_gemm_bf16_f32", "kiln_gemm_i8_i32",
     "_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free",
     "_mlir_memref_to_llvm_aligned_alloc",
     # Soft-float conversions compiler-rt would provide (runtime/kiln_runtime.c).

@@ -11,7 +11,8 @@ OpenBLAS, products stay loop nests.
   f32/f64/complex contraction (a `linalg.generic` whose body is exactly `out + a * b`) moves,
   as a `linalg.contract`, into a private function of its own, so that fusion (which also
   propagates reshapes through linalg ops and then fuses producers into them) cannot merge
-  elementwise work into it; a transposing copy that is its only user is first folded into its
+  elementwise work into it (so do bf16 and 8-bit products in the form products.py leaves for
+  the runtime's AMX kernels); a transposing copy that is its only user is first folded into its
   output map (also for named matmul/batch_matmul), as XLA folds it into the dot's layout.
   `restore_contractions` inlines them back after fusion.
 - `blas_calls` (memref level, after bufferization): every f32/f64/complex contraction with one
@@ -20,21 +21,28 @@ OpenBLAS, products stay loop nests.
   one side, becomes loops over the batch dims around one `cblas_?gemm` call (a column-major
   result is computed as C^T = B^T A^T), or `cblas_?gemv` where M or N is 1 (matrix-vector
   products, batch-1 layers). Complex alpha and beta go by address. A `linalg.fill` of 0.0
-  right before it on the same output becomes beta = 0. `linalg.conv_2d_nhwc_hwcf` (f32/f64)
+  right before it on the same output becomes beta = 0. A bf16 or 8-bit product in kernel
+  form, with M and N above 1, becomes the same loops around the runtime's `kiln_gemm_*`
+  (runtime/kiln_gemm.c; operands by element strides, a zero fill before it as C = A B).
+  `linalg.conv_2d_nhwc_hwcf` (f32/f64)
   becomes loops over (n, oh, kh, kw) around a W_out x F x C gemm on shifted input windows (no
-  im2col copy). Anything else stays for the loop lowering, unchanged.
+  im2col copy), or, where the batch is longer than an output row (weight gradients), over
+  (oh, ow, kh) around an N x F x (KW*C) gemm; the loops that write disjoint output rows run
+  on Kiln's thread pool, each call on its own thread. (kiln-canonicalize-convolutions brings
+  every other f32/f64 convolution to this op.) Anything else stays for the loop lowering,
+  unchanged.
 """
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, linalg, memref, scf, tensor
+from torch_mlir.dialects import arith, func, linalg, llvm, memref, scf, tensor
 
 from . import builders, products
 from ...dialects import kiln as names
 # Which BLAS, and the names generated code calls it by: runtime/libraries.py (loading compiled
 # code needs them too, without the compiler).
-from ...runtime.libraries import (_GEMM, _SET_THREADS, Blas, blas, blas_library,  # noqa: F401
-                                  has_routine, jit_symbols, thread_control)
+from ...runtime.libraries import (_GEMM, _SET_THREADS, Blas, amx_products, blas,  # noqa: F401
+                                  blas_library, has_routine, jit_symbols, thread_control)
 
 # Below this many multiply-adds a loop nest is as fast as a library call and keeps small
 # programs (most of the conformance suite) on the plain path. Measured on the 2-core VM, per
@@ -111,6 +119,10 @@ def protect_contractions(module: ir.Module) -> None:
                 and len(op.results) == 1 \
                 and all(_float_kind(v.type) for v in op.operands) and _big_enough(op):
             named.append(op)   # kept as they are, unless a transpose folds into them
+        elif op.name == "linalg.generic" and len(op.operands) == 3 and len(op.results) == 1 \
+                and linalg.isa_contraction_op(op) and _big_enough(op) \
+                and products.goes_to_kernel(op):
+            todo.append(op)    # bf16 / 8-bit, for the runtime's AMX kernel
         return ir.WalkResult.ADVANCE
     named = []
     module.operation.walk(visit)
@@ -251,8 +263,18 @@ def _zero_constant(value: ir.Value, any_sign: bool = True) -> bool:
         return False
 
 
+def _zero_integer(value: ir.Value) -> bool:
+    """Whether `value` is an integer constant 0."""
+    owner = _defining(value, "arith.constant")
+    try:
+        return owner is not None and ir.IntegerAttr(owner.attributes["value"]).value == 0
+    except ValueError:
+        return False
+
+
 def _zero_fill_value(fill: ir.Operation) -> bool:
-    return _zero_constant(fill.operands[0])
+    # (integer fills: the products products.py leaves for the runtime's kernels)
+    return _zero_constant(fill.operands[0]) or _zero_integer(fill.operands[0])
 
 
 def restore_contractions(module: ir.Module) -> None:
@@ -387,10 +409,10 @@ def _plan(op: ir.Operation):
         return None
     if len(op.operands) != 3 or len(op.results) != 0:
         return None
-    kind = _gemm_kind(op)
+    kind = _gemm_kind(op) or _kernel_kind(op)
     if kind is None:
         return None
-    if op.name == "linalg.generic" and not _is_mul_add_body(op):
+    if op.name == "linalg.generic" and isinstance(kind, str) and not _is_mul_add_body(op):
         return None
     if op.name in _NAMED and "cast" in op.attributes:
         return None
@@ -432,6 +454,11 @@ def _plan(op: ir.Operation):
     fa, fb = _matrix(*first[1:]), _matrix(*second[1:])
     if fa is None or fb is None:
         return None
+    if isinstance(kind, products.KernelProduct):
+        if M == 1 or N == 1:
+            return None   # matrix-vector products stay loops (products.py)
+        if first[0] is b:   # C^T = B^T A^T: the kernel's A is the op's second operand
+            kind = products.KernelProduct(kind.symbol, kind.b_unsigned, kind.a_unsigned)
     return {
         "operands": [a, b, c],
         "kind": kind, "M": M, "N": N, "K": K, "ldc": ldc,
@@ -441,10 +468,26 @@ def _plan(op: ir.Operation):
     }
 
 
+def _kernel_kind(op: ir.Operation) -> products.KernelProduct | None:
+    """The runtime kernel for a bf16 / 8-bit product in kernel form (products.py), where the
+    kernels run on AMX here."""
+    if op.name not in ("linalg.generic", "linalg.contract") \
+            or not all(isinstance(v.type, ir.MemRefType) for v in op.operands):
+        return None
+    kernel = products.kernel_product(op)
+    return kernel if kernel is not None and amx_products() else None
+
+
 def _conv_plan(op: ir.Operation):
-    """linalg.conv_2d_nhwc_hwcf as loops over (n, oh, kh, kw) around a W_out x F x C gemm:
-    out[n, oh, :, :] += in[n, oh*sh + kh*dh, kw*dw + sw*(:), :] @ filter[kh, kw]. Strides and
-    dilations become pointer offsets and the A leading dimension; no im2col copy."""
+    """linalg.conv_2d_nhwc_hwcf as loops around gemms on shifted input windows (no im2col
+    copy): strides and dilations become pointer offsets and leading dimensions.
+
+    out[n, oh, ow, :] += in[n, oh*sh + kh*dh, ow*sw + kw*dw, :] @ filter[kh, kw]. Where the
+    kernel is not dilated along W (and the input's (W, C) and the filter's (KW, C) are each
+    one contiguous run), a whole kernel row is one contraction over K = KW*C, where the A
+    rows do not overlap (BLAS checks lda >= K). The gemm's M dimension is the output row (ow, loops over n, oh, kh) or, where that
+    is shorter than the batch (a weight gradient: a 3x3 "output" of a 56x56 "window"), the
+    batch (n, loops over oh, ow, kh): whichever makes fewer, larger calls."""
     if op.name != "linalg.conv_2d_nhwc_hwcf" or len(op.operands) != 3:
         return None
     kind = _gemm_kind(op)
@@ -460,20 +503,124 @@ def _conv_plan(op: ir.Operation):
     n, oh, ow, fo = o.type.shape
     kh, kw, c, _ = f.type.shape
     si, sf, so = ([v.stride[d] for d in range(4)] for v in (x, f, o))
-    if si[3] != 1 or sf[3] != 1 or so[3] != 1 or n * oh * ow * fo * kh * kw * c < MIN_CONV_MACS \
-            or ow * fo * c < 4096:
+    if si[3] != 1 or sf[3] != 1 or so[3] != 1 or n * oh * ow * fo * kh * kw * c < MIN_CONV_MACS:
         return None
-    lda, ldb, ldc = sw * si[2], sf[2], so[2]
-    if (ow > 1 and lda < c) or (c > 1 and ldb < fo) or (ow > 1 and ldc < fo):
+    by_row = ow >= n   # M = ow (rows of one output line) or M = n (one pixel of each image)
+    m = ow if by_row else n
+    lda = sw * si[2] if by_row else si[0]
+    # One K group over (kw, c) where both operands lay it out as one contiguous run and the
+    # A rows do not overlap (BLAS rejects lda < K: a stride-1 row of windows cannot merge).
+    merged = kw > 1 and dw * si[2] == c and sf[1] == c * sf[2] and (m == 1 or lda >= kw * c)
+    k, k_loops = (kw * c, []) if merged else \
+        (c, [(kw, {id(x): dw * si[2], id(f): sf[1], id(o): 0})])
+    if m * fo * k < 4096:
         return None
-    loops = [(n, {id(x): si[0], id(f): 0, id(o): so[0]}),
-             (oh, {id(x): sh * si[1], id(f): 0, id(o): so[1]}),
-             (kh, {id(x): dh * si[1], id(f): sf[0], id(o): 0}),
-             (kw, {id(x): dw * si[2], id(f): sf[1], id(o): 0})]
-    return {"operands": [x, f, o], "kind": kind, "M": ow, "N": fo, "K": c,
-            "ldc": max(ldc, max(1, fo)) if ow > 1 else max(1, fo),
-            "A": (x, False, lda if ow > 1 else max(1, c)), "B": (f, False, ldb if c > 1 else max(1, fo)),
+    ldb, ldc = sf[2], so[2] if by_row else so[0]
+    if (m > 1 and lda < k) or (k > 1 and ldb < fo) or (m > 1 and ldc < fo):
+        return None
+    if by_row:
+        outer = [(n, {id(x): si[0], id(f): 0, id(o): so[0]}),
+                 (oh, {id(x): sh * si[1], id(f): 0, id(o): so[1]})]
+    else:
+        outer = [(oh, {id(x): sh * si[1], id(f): 0, id(o): so[1]}),
+                 (ow, {id(x): sw * si[2], id(f): 0, id(o): so[2]})]
+    loops = [*outer, (kh, {id(x): dh * si[1], id(f): sf[0], id(o): 0}), *k_loops]
+    return {"operands": [x, f, o], "kind": kind, "M": m, "N": fo, "K": k,
+            # the outer loops write disjoint output rows: they may run on all cores
+            "parallel": sum(1 for e, _ in outer if e > 1),
+            "ldc": max(ldc, max(1, fo)) if m > 1 else max(1, fo),
+            "A": (x, False, lda if m > 1 else max(1, k)),
+            "B": (f, False, ldb if k > 1 else max(1, fo)),
             "C": o, "batch": [(e, st) for e, st in loops if e > 1], "accumulates": True}
+
+
+def _build_parallel_conv_function(module: ir.Module, symbols: ir.SymbolTable, plan, name: str,
+                                  beta: float, one_thread: bool) -> None:
+    """Like `_build_gemm_function`, for a convolution plan whose leading `parallel` loops
+    write disjoint parts of the output: their iterations, as one flat range, are split across
+    Kiln's thread pool (`kiln_parallel_for`), each chunk running its gemms on its own thread
+    (OpenBLAS's own threads on per-row calls cost more than they give: measured 241 ms
+    against 28 ms for a weight gradient's 504 gemms of 64x64x448 on the loaded 2-core VM).
+    `name(operands...)` stores the three base addresses in a context array for
+    `name_body(ctx, begin, end)`."""
+    from .parallel import _PARALLEL_FOR, _body_type   # (the runtime's parallel-for ABI)
+    lib = blas()
+    et = plan["kind"]
+    size = _BYTES[et]
+    (a, _, _), (b, _, _), c = plan["A"], plan["B"], plan["C"]
+    order, roles = plan["operands"], (a, b, c)
+    parallel, rest = plan["batch"][:plan["parallel"]], plan["batch"][plan["parallel"]:]
+    extent = 1
+    for e, _ in parallel:
+        extent *= e
+    i64 = builders.i64()
+    builders.declare_external(module, symbols, _PARALLEL_FOR, [_body_type(), builders.pointer(), i64])
+    body_name = builders.unique_symbol(symbols, name + "_body")
+
+    # the body: chunk [begin, end) of the flattened parallel loops
+    body = builders.define_private(module, symbols, body_name, [builders.pointer(), i64, i64])
+    entry = body.entry_block
+    ctx, begin, end = entry.arguments
+    const = builders.Constants(entry)
+    with ir.InsertionPoint(entry):
+        ret = func.ReturnOp([])
+    with ir.InsertionPoint(ret):
+        base = {}
+        for i, o in enumerate(roles):
+            slot = llvm.GEPOp(builders.pointer(), ctx, [], [i], i64, llvm.GEPNoWrapFlags.none)
+            base[id(o)] = arith.index_cast(builders.index(), llvm.LoadOp(i64, slot.result).result)
+        alpha, beta_value = _scalars(et, beta, const)
+        if one_thread:   # (the setting is per thread: each chunk sets its own)
+            threads = func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS),
+                                  [const(1, builders.i32())]).result
+        outer = scf.ForOp(arith.index_cast(builders.index(), begin),
+                          arith.index_cast(builders.index(), end), const(1))
+        with ir.InsertionPoint(outer.body):
+            yield_ = scf.YieldOp([])
+        if one_thread:
+            func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS), [threads])
+    inner = ir.InsertionPoint(yield_)
+    with inner:
+        flat = outer.induction_variable
+        for k, (e, strides) in enumerate(parallel):   # mixed radix: the last loop innermost
+            below = 1
+            for e2, _ in parallel[k + 1:]:
+                below *= e2
+            iv = arith.remui(arith.divui(flat, const(below)), const(e))
+            for o in roles:
+                base[id(o)] = arith.addi(base[id(o)], arith.muli(iv, const(strides[id(o)] * size)))
+    for e, strides in rest:
+        with inner:
+            loop = scf.ForOp(const(0), const(e), const(1))
+        with ir.InsertionPoint(loop.body):
+            yield_ = scf.YieldOp([])
+        inner = ir.InsertionPoint(yield_)
+        with inner:
+            for o in roles:
+                step = arith.muli(loop.induction_variable, const(strides[id(o)] * size))
+                base[id(o)] = arith.addi(base[id(o)], step)
+    enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
+    n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
+    with inner:
+        pointers = [builders.as_pointer(base[id(o)]) for o in roles]
+        func.CallOp([], ir.FlatSymbolRefAttr.get(lib.gemm(et, "gemm")),
+                    _call_arguments(plan, "gemm", pointers, alpha, beta_value, enum, n))
+
+    # the entry: base addresses -> ctx, then the parallel loop
+    fn = builders.define_private(module, symbols, name, [o.type for o in order])
+    entry = fn.entry_block
+    arg = {id(o): v for o, v in zip(order, entry.arguments)}
+    const = builders.Constants(entry)
+    with ir.InsertionPoint(entry):
+        ret = func.ReturnOp([])
+    with ir.InsertionPoint(ret):
+        context = memref.AllocaOp(ir.MemRefType.get([3], i64), [], []).result
+        for i, o in enumerate(roles):
+            address = builders.element_address(arg[id(o)], size, const)
+            memref.StoreOp(arith.index_cast(i64, address), context, [const(i)])
+        ctx = builders.as_pointer(memref.ExtractAlignedPointerAsIndexOp(context).result)
+        callee = func.ConstantOp(_body_type(), ir.FlatSymbolRefAttr.get(body_name)).result
+        func.CallOp([], ir.FlatSymbolRefAttr.get(_PARALLEL_FOR), [callee, ctx, const(extent, i64)])
 
 
 def _routine(plan) -> str:
@@ -617,15 +764,20 @@ def blas_calls(module: ir.Module) -> None:
         return
     symbols = ir.SymbolTable(module.operation)
     for n, (op, plan) in enumerate(todo):
+        if isinstance(plan["kind"], products.KernelProduct):
+            _kernel_call(module, symbols, op, plan, n)
+            continue
         # a convolution accumulates over the window: its zero fill must stay
         fill = None if plan.get("accumulates") else _zero_fill_before(op, plan["C"].value)
         name = builders.unique_symbol(symbols, f"kiln_gemm_{n}")
         lib = blas()
         et = plan["kind"]
-        one_thread = thread_control() and plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
+        one_thread = thread_control() and (plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
+                                           or plan.get("accumulates", False))
         with op.location:
-            _build_gemm_function(module, symbols, plan, name, 0.0 if fill is not None else 1.0,
-                                 one_thread)
+            build = _build_parallel_conv_function if plan.get("parallel") \
+                else _build_gemm_function
+            build(module, symbols, plan, name, 0.0 if fill is not None else 1.0, one_thread)
             routine = _routine(plan)
             builders.declare_external(module, symbols, lib.gemm(et, routine),
                                       _gemm_signature(et, lib, routine))
@@ -637,3 +789,80 @@ def blas_calls(module: ir.Module) -> None:
         op.erase()
         if fill is not None:
             fill.erase()
+
+
+# ---------------------------------------------------------------------------------------------
+# the runtime's bf16 / 8-bit kernels (runtime/kiln_gemm.c)
+
+_KERNEL_ACCUMULATE, _KERNEL_A_UNSIGNED, _KERNEL_B_UNSIGNED = 1, 2, 4   # kiln_gemm.h's flags
+_KERNEL_BYTES = {"bf16": 2, "i8": 1, "f32": 4, "i32": 4}
+
+
+def _kernel_signature() -> list[ir.Type]:
+    """kiln_gemm_*(M, N, K, A, a_row, a_col, B, b_row, b_col, C, ldc, flags): strides in
+    elements, C row-major."""
+    i64, ptr = builders.i64(), builders.pointer()
+    return [i64, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, builders.i32()]
+
+
+def _zero_int_fill_before(op: ir.Operation, out: ir.Value):
+    """The `linalg.fill` of 0 (integer) or +0.0 into `out` immediately before `op`."""
+    block_ops = list(op.block.operations)
+    i = next(i for i, o in enumerate(block_ops) if o.operation == op)
+    prev = block_ops[i - 1].operation if i else None
+    if prev is None or prev.name != "linalg.fill" or prev.operands[1] != out:
+        return None
+    zero = _zero_constant(prev.operands[0], any_sign=False) or _zero_integer(prev.operands[0])
+    return prev if zero else None
+
+
+def _kernel_call(module: ir.Module, symbols: ir.SymbolTable, op: ir.Operation, plan,
+                 n: int) -> None:
+    """Replace `op` by a call of a private function that loops over the batch dims around
+    one kernel call (as `_build_gemm_function` does for BLAS)."""
+    kernel: products.KernelProduct = plan["kind"]
+    fill = _zero_int_fill_before(op, plan["C"].value)
+    name = builders.unique_symbol(symbols, f"kiln_gemm_{n}")
+    (a, ta, lda), (b, tb, ldb), c = plan["A"], plan["B"], plan["C"]
+    flags = (0 if fill is not None else _KERNEL_ACCUMULATE) \
+        | (_KERNEL_A_UNSIGNED if kernel.a_unsigned else 0) \
+        | (_KERNEL_B_UNSIGNED if kernel.b_unsigned else 0)
+    with op.location:
+        order = plan["operands"]
+        fn = builders.define_private(module, symbols, name, [o.type for o in order])
+        entry = fn.entry_block
+        arg = {id(o): v for o, v in zip(order, entry.arguments)}
+        const = builders.Constants(entry)
+        size = {id(o): _KERNEL_BYTES[str(ir.MemRefType(o.type).element_type)] for o in (a, b, c)}
+        with ir.InsertionPoint(entry):
+            ret = func.ReturnOp([])
+        with ir.InsertionPoint(ret):
+            base = {id(o): builders.element_address(arg[id(o)], size[id(o)], const)
+                    for o in (a, b, c)}
+        inner = ir.InsertionPoint(ret)
+        for extent, strides in plan["batch"]:
+            with inner:
+                loop = scf.ForOp(const(0), const(extent), const(1))
+            with ir.InsertionPoint(loop.body):
+                yield_ = scf.YieldOp([])
+            inner = ir.InsertionPoint(yield_)
+            with inner:
+                for o in (a, b, c):
+                    step = arith.muli(loop.induction_variable, const(strides[id(o)] * size[id(o)]))
+                    base[id(o)] = arith.addi(base[id(o)], step)
+        i64 = lambda v: const(v, builders.i64())  # noqa: E731
+        # (transposed, ld) -> element strides of rows and columns
+        a_row, a_col = (1, lda) if ta else (lda, 1)
+        b_row, b_col = (1, ldb) if tb else (ldb, 1)
+        with inner:
+            pa, pb, pc = (builders.as_pointer(base[id(o)]) for o in (a, b, c))
+            func.CallOp([], ir.FlatSymbolRefAttr.get(kernel.symbol),
+                        [i64(plan["M"]), i64(plan["N"]), i64(plan["K"]), pa, i64(a_row),
+                         i64(a_col), pb, i64(b_row), i64(b_col), pc, i64(plan["ldc"]),
+                         const(flags, builders.i32())])
+        builders.declare_external(module, symbols, kernel.symbol, _kernel_signature())
+        with ir.InsertionPoint(op):
+            func.CallOp([], ir.FlatSymbolRefAttr.get(name), list(op.operands))
+    op.erase()
+    if fill is not None:
+        fill.erase()

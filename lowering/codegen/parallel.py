@@ -1,19 +1,24 @@
 """Both cores for large loop nests (XLA:CPU splits big fusions across its thread pool too).
 
-After bufferization, a large all-parallel `linalg.generic` at the top level of a function
-(elementwise ops, broadcasts, transposes) is outlined into `body(ctx, begin, end)`: the same op on subviews of its operands
-restricted to [begin, end) along that dimension. The op is replaced by a call of
+After bufferization, a large `linalg.generic` at the top level of a function (elementwise
+ops, broadcasts, transposes, reductions with a parallel dimension) is outlined into
+`body(ctx, begin, end)`: the same op on subviews of its operands restricted to [begin, end)
+along its outermost parallel dimension. The op is replaced by a call of
 `kiln_parallel_for(body, ctx, extent)` in Kiln's runtime (runtime/kiln_parallel.c), which
 runs the chunks on a pool of threads; `ctx` holds the operands' base addresses, from which
 the body rebuilds their (static) memref descriptors. Chunks write disjoint parts of the
 outputs, and every chunk computes exactly what the serial loop computes for its indices,
 so results are bit-identical to the serial code.
 
+Reductions: chunks split a parallel dimension, so each output element still accumulates
+in one chunk, in the serial order. In the outlined body LLVM cannot tell an accumulator in
+memory from the input (measured: row reductions 1.5x slower); kiln-reduction-loops
+(reductions.py) runs after this pass and keeps accumulators in registers, in chunks too.
+Full reductions have no parallel dimension; kiln-split-reductions gives them one first.
+
 Left alone: small ops (< MIN_ITERATIONS iterations: thread hand-off costs ~10 us), dynamic
-shapes or strides, ops whose body reads `linalg.index` (chunks would renumber it) or an
-outside value other than a constant, ops nested in loops, and reductions (in the outlined
-body LLVM cannot tell the accumulator from the input and stops vectorizing: measured 1.5x
-slower). Operands that are one buffer (in-place updates) are rebuilt from one pointer, so
+shapes or strides, ops whose body reads `linalg.index` of the split dimension (chunks
+would renumber it) or an outside value other than a constant, ops nested in loops. Operands that are one buffer (in-place updates) are rebuilt from one pointer, so
 LLVM still vectorizes them. Measured on the shared 2-core VM: gelu over 4M elements
 3.5 -> 2.1 ms; memory-bound ops gain little (softmax 11.4 -> 8.6 ms).
 """
@@ -31,11 +36,21 @@ _ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16":
 
 
 def _dims(op: ir.Operation) -> list[list[int]] | None:
-    try:
-        return [[ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(m).value.results]
-                for m in op.attributes["indexing_maps"]]
-    except ValueError:
-        return None
+    """Each operand's dimension per result of its indexing map; -1 for a constant index (a
+    broadcast size-1 dimension, `(d0, d1) -> (d0, 0)`); None for any other expression."""
+    out = []
+    for m in op.attributes["indexing_maps"]:
+        dims = []
+        for e in ir.AffineMapAttr(m).value.results:
+            e = e.maybe_downcast()
+            if isinstance(e, ir.AffineDimExpr):
+                dims.append(e.position)
+            elif isinstance(e, ir.AffineConstantExpr):
+                dims.append(-1)
+            else:
+                return None
+        out.append(dims)
+    return out
 
 
 def _plan(op: ir.Operation):
@@ -61,15 +76,16 @@ def _plan(op: ir.Operation):
         types.append((t, strides))
     extent = {}
     for (t, _), dims in zip(types, maps):
-        extent.update(zip(dims, t.shape))
+        extent.update((d, n) for d, n in zip(dims, t.shape) if d >= 0)
     iterators = [str(a) for a in op.attributes["iterator_types"]]
     if len(extent) != len(iterators):
         return None
-    # Reductions stay serial: in the outlined body LLVM no longer knows that the accumulator
-    # does not alias the input (measured: softmax's row reductions ran 1.5x slower there).
-    if any("reduction" in it for it in iterators):
-        return None
-    split = next((d for d in range(len(iterators)) if extent[d] > 1), None)
+    # Split the outermost parallel loop (kiln-order-loops chose the order): chunks write
+    # disjoint outputs and each output element accumulates exactly as in the serial loop
+    # (a column sum, reduction outermost, splits its columns). With no parallel dimension
+    # (a full reduction that kiln-split-reductions left alone) the op stays serial.
+    split = next((d for d in range(len(iterators))
+                  if extent[d] > 1 and "reduction" not in iterators[d]), None)
     if split is None:
         return None
     total = 1
@@ -79,8 +95,9 @@ def _plan(op: ir.Operation):
         return None
     uses_index = []
 
-    def visit(inner):
-        if inner.operation.name == "linalg.index":
+    def visit(inner):   # chunks renumber the split dimension only
+        if inner.operation.name == "linalg.index" and \
+                ir.IntegerAttr(inner.operation.attributes["dim"]).value == split:
             uses_index.append(inner)
         return ir.WalkResult.ADVANCE
     for inner in op.regions[0].blocks[0].operations:

@@ -23,6 +23,15 @@ An integer operand that is itself an elementwise sign/zero extension of a narrow
 `astype(int32)` in front of the product, or an unsigned operand widened by
 kiln-fix-semantics) is read from the narrower tensor, whose range makes the bound tighter.
 
+Where the CPU has AMX (runtime/libraries.py `amx_products`), the products XLA:CPU hands to
+oneDNN's AMX kernels are not widened but go to Kiln's runtime (runtime/kiln_gemm_amx.c) as
+they are: bf16 x bf16 -> f32 (also an f32 product of two tensors widened from bf16, which is
+how a bf16 dot with a bf16 result arrives) and 8-bit x 8-bit -> int32 (signed or unsigned,
+also read through a narrowing source), when both M and N exceed 1 (matrix-vector products
+keep the routes below). They are rewritten into one contraction over the narrow operands, `out + cast(a) *
+cast(b)`, that `kernel_product` recognises at both levels (blas.py protects and calls it);
+integer results are bit-exact, bf16 ones the same products summed in another order.
+
 Left alone: products under the library's size threshold (they stay loops, as the f32 ones
 do; `blas.protect_contractions` runs this only where there is a library); products that
 read each element of their larger operand fewer than MIN_REUSE times, in the order it is laid
@@ -37,6 +46,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, tensor
 
 from . import builders
+from ...runtime.libraries import GEMM_BF16_F32, GEMM_I8_I32, amx_products
 
 # Multiply-adds per element of the larger operand below which a widened copy costs more than
 # the loop nest, when that loop nest reads the operand in its own order (measured: a 4096^2
@@ -60,6 +70,44 @@ class _Factor:
     value: ir.Value
     cast: str | None
     bound: int = 0
+
+
+@dataclass(frozen=True)
+class KernelProduct:
+    """A product the runtime's bf16/8-bit kernel computes: its C symbol, and whether each
+    8-bit operand (the op's first, second) holds unsigned values."""
+    symbol: str
+    a_unsigned: bool = False
+    b_unsigned: bool = False
+
+
+def kernel_product(op: ir.Operation) -> KernelProduct | None:
+    """The kernel for a contraction (tensors or memrefs) whose body is `out + cast(a) *
+    cast(b)` with bf16 operands and an f32 result, or 8-bit ones and an i32 result; else
+    None. Only the types and the body: the caller checks the shapes."""
+    if len(op.operands) != 3 or len(op.regions) != 1 or not op.regions[0].blocks:
+        return None
+    found = _body_casts(op)
+    if found is None:
+        return None
+    (cast_a, cast_b), kind = found
+    a, b, c = (str(_element(v)) for v in op.operands)
+    if kind == "float":
+        if (a, b, c) == ("bf16", "bf16", "f32") and cast_a == cast_b == "arith.extf":
+            return KernelProduct(GEMM_BF16_F32)
+        return None
+    if (a, b, c) == ("i8", "i8", "i32") and cast_a in _INT_CASTS and cast_b in _INT_CASTS:
+        return KernelProduct(GEMM_I8_I32, cast_a == "arith.extui", cast_b == "arith.extui")
+    return None
+
+
+def _matrix_sides(op: ir.Operation, extent: dict[int, int]) -> bool:
+    """Whether the product is a (batched) matrix product with one M, one N and one K dim,
+    M and N both larger than 1: the kernel's shape."""
+    dims = linalg.infer_contraction_dimensions(op)
+    if dims is None or len(dims.k) != 1 or len(dims.m) != 1 or len(dims.n) != 1:
+        return False
+    return extent[dims.m[0]] > 1 and extent[dims.n[0]] > 1
 
 
 def _defining_op(value: ir.Value):
@@ -107,9 +155,9 @@ def _element(value: ir.Value) -> ir.Type:
     return ir.ShapedType(value.type).element_type
 
 
-def _narrower_source(value: ir.Value):
-    """(source tensor, "arith.extsi" | "arith.extui") if `value` is an elementwise integer
-    extension of a narrower tensor of the same shape, else None."""
+def _narrower_source(value: ir.Value, casts: tuple[str, ...] = _INT_CASTS):
+    """(source tensor, the cast) if `value` is an elementwise extension (one of `casts`:
+    integer ones unless told) of a narrower tensor of the same shape, else None."""
     producer = _defining_op(value)
     if producer is None or producer.name != "linalg.generic" or len(producer.operands) != 2 \
             or len(producer.results) != 1:
@@ -123,7 +171,7 @@ def _narrower_source(value: ir.Value):
         return None
     body = [o.operation for o in producer.regions[0].blocks[0].operations]
     arg = producer.regions[0].blocks[0].arguments[0]
-    if len(body) != 2 or body[0].name not in _INT_CASTS or body[0].operands[0] != arg \
+    if len(body) != 2 or body[0].name not in casts or body[0].operands[0] != arg \
             or body[1].operands[0] != body[0].result:
         return None
     return producer.operands[0], body[0].name
@@ -194,6 +242,42 @@ def _contraction(op: ir.Operation, a: ir.Value, b: ir.Value, init: ir.Value) -> 
     with ir.InsertionPoint(block):
         linalg.YieldOp([arith.addf(acc, arith.mulf(x, y))])
     return new.result
+
+
+def _kernel_contraction(op: ir.Operation, factors: list[_Factor], init: ir.Value,
+                        kind: str) -> ir.Operation:
+    """`init + cast(a) * cast(b)` over `op`'s maps, reading the factors' (narrow) tensors:
+    the form `kernel_product` recognises."""
+    maps = _maps(op)
+    out_dims = {ir.AffineDimExpr(e).position for e in maps[2].results}
+    iterators = [builders.iterator_type("parallel" if d in out_dims else "reduction")
+                 for d in range(maps[0].n_dims)]
+    et = _element(init)
+    new = ir.Operation.create(
+        "linalg.generic", results=[init.type], operands=[f.value for f in factors] + [init],
+        attributes={"indexing_maps": ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                    "iterator_types": ir.ArrayAttr.get(iterators),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 1])},
+        regions=1)
+    block = new.regions[0].blocks.append(*[_element(f.value) for f in factors], et)
+    x, y, acc = block.arguments
+    with ir.InsertionPoint(block):
+        if kind == "float":
+            x, y = arith.extf(et, x), arith.extf(et, y)
+            linalg.YieldOp([arith.addf(acc, arith.mulf(x, y))])
+        else:
+            widen = [arith.extui if f.cast == "arith.extui" else arith.extsi for f in factors]
+            x, y = widen[0](et, x), widen[1](et, y)
+            linalg.YieldOp([arith.addi(acc, arith.muli(x, y))])
+    return new
+
+
+def goes_to_kernel(op: ir.Operation) -> bool:
+    """Whether a tensor-level product in kernel form (see `kernel_product`) is one that
+    `blas.protect_contractions` must keep whole for the runtime's kernel."""
+    extent = _extents(op)
+    return extent is not None and kernel_product(op) is not None \
+        and _matrix_sides(op, extent) and amx_products()
 
 
 def _is_zero_fill(value: ir.Value) -> bool:
@@ -327,6 +411,12 @@ def _widen(op: ir.Operation, min_macs: int) -> bool:
         return False
     result = _element(init)
     if kind == "float":
+        if cast_a is None and cast_b is None and str(result) == "f32":
+            # an f32 product of bf16 tensors each widened exactly in front of it (a bf16 dot
+            # with a bf16 result, as the front end accumulates it): the kernel reads them
+            narrow = [_narrower_source(v, ("arith.extf",)) for v in (a, b)]
+            if all(n is not None and str(_element(n[0])) == "bf16" for n in narrow):
+                return _to_kernel(op, [_Factor(n[0], n[1]) for n in narrow], kind, extent)
         if str(result) not in ("f32", "f64") or (cast_a is None and cast_b is None):
             return False   # a pure f32/f64 product: the library takes it as it is
         factors = [_Factor(a, cast_a), _Factor(b, cast_b)]
@@ -345,6 +435,8 @@ def _widen(op: ir.Operation, min_macs: int) -> bool:
         if not chunks and depth * per_step > _EXACT_F64:
             return False
         wide = _float_type(32 if chunks else 64)
+    if _to_kernel(op, factors, kind, extent):
+        return True
     with ir.InsertionPoint(op), op.location:
         x, y = (_convert(f, wide) for f in factors)
         if kind == "float":
@@ -356,6 +448,30 @@ def _widen(op: ir.Operation, min_macs: int) -> bool:
         else:
             out = _to_int(_chunked_products(op, x, y, wide, max(chunks, 1)), init)
     op.results[0].replace_all_uses_with(out)
+    op.erase()
+    return True
+
+
+def _to_kernel(op: ir.Operation, factors: list[_Factor], kind: str,
+               extent: dict[int, int]) -> bool:
+    """Rewrite the product into kernel form over its narrow operands (True), if the
+    runtime's kernel takes it (see the module docstring)."""
+    widths = [_int_width(_element(f.value)) for f in factors]
+    if kind == "int" and (widths != [8, 8] or any(f.cast is None for f in factors)
+                          or str(_element(op.operands[2])) != "i32"):
+        return False
+    if kind == "float" and not (all(str(_element(f.value)) == "bf16" and f.cast == "arith.extf"
+                                    for f in factors)
+                                and str(_element(op.operands[2])) == "f32"):
+        return False
+    if not _matrix_sides(op, extent) or not amx_products():
+        return False
+    with ir.InsertionPoint(op), op.location:
+        new = _kernel_contraction(op, factors, op.operands[2], kind)
+    fill = _defining_op(op.operands[2])
+    if fill is not None and fill.name == "linalg.fill" and len(list(op.operands[2].uses)) == 2:
+        fill.move_before(new)   # right before the product: the call takes it as C = A B
+    op.results[0].replace_all_uses_with(new.results[0])
     op.erase()
     return True
 

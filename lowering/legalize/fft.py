@@ -1,4 +1,22 @@
-"""`stablehlo.fft` as StableHLO matrix products (registered by numerics.py).
+"""`stablehlo.fft` as a library call, or as StableHLO matrix products (registered by
+numerics.py).
+
+The library route (the default): the op becomes a call of Kiln's built-in target `kiln.fft`
+(python/kiln/runtime/fft.py: DUCC, the library XLA:CPU calls, else scipy.fft; O(n log n) for
+every length, large batches on every core), a typed-FFI custom call that
+`kiln-lower-custom-calls` turns into a call site named by the target, so AOT files and the
+compile cache re-create it where they are loaded:
+
+    %y = stablehlo.custom_call @kiln.fft(%x) {api_version = 4 : i32,
+           mhlo.backend_config = {fft_type = "FFT", fft_length = array<i64: 1000>}}
+
+The matrix-product route below stays for what the library route does not take: transforms so
+small that a product beats the call's fixed cost (about 15 microseconds through Python),
+empty tensors, and programs compiled while `kiln.fft` is unregistered
+(`kiln.runtime.custom_call.REGISTRY.unregister("kiln.fft")` forces this route; the registry
+is part of the compile cache's key). Both routes need static shapes when this pass runs
+(Kiln specialises a dynamic signature to each call's shapes before it); a shape still dynamic
+here is a located KilnError.
 
 Complex values travel as (real, imaginary) pairs of real tensors so every product is a real
 `dot_general` that upstream lowers to `linalg`. A 1-D transform of length n along one axis is:
@@ -22,12 +40,17 @@ import numpy as np
 from torch_mlir import ir
 
 from ...errors import KilnError
+from ...runtime import custom_call as cc
+from ...runtime.fft import TARGET as LIBRARY_TARGET
 from ..patterns import pattern_pass
 from .hlo_builder import (HloBuilder, element, enum_value, part_type, replace_op, shape,
                           static_shape)
 
 DIRECT_MAX = 64
 DIRECT_PRIME_MAX = 128
+# Below this many multiply-adds (the product route's count, `_product_work`) a transform stays
+# matrix products: cheaper than the library call's fixed cost, and fused into the code around it.
+LIBRARY_MIN_WORK = 1 << 15
 
 
 def _divisor_near_sqrt(n: int) -> int:
@@ -148,8 +171,41 @@ def _lower_fft(op: ir.Operation) -> None:
         raise KilnError(f"stablehlo.fft on {in_elem} is not supported", location=str(op.location),
                         hint="FFT operands are f32/f64 or complex<f32>/complex<f64>")
     with ir.InsertionPoint(op), op.location:
-        out = _build_fft(HloBuilder(), op.operands[0], kind, lengths, out_shape, real)
+        if _library_route(kind, lengths, in_shape, out_shape):
+            out = _library_call(op.operands[0], op.results[0].type, kind, lengths)
+        else:
+            out = _build_fft(HloBuilder(), op.operands[0], kind, lengths, out_shape, real)
     replace_op(op, [out])
+
+
+def _product_work(kind: str, lengths: list[int], in_shape: tuple, out_shape: tuple) -> int:
+    """About how many real multiply-adds the matrix-product route spends: per transformed
+    axis, each element meets one row of a DFT matrix of size min(n, DIRECT_MAX) (the
+    four-step split keeps factors near sqrt(n))."""
+    complex_shape = out_shape if kind == "RFFT" else in_shape
+    elements = int(np.prod(complex_shape, dtype=np.int64))
+    return 4 * elements * sum(min(n, DIRECT_MAX) for n in lengths)
+
+
+def _library_route(kind: str, lengths: list[int], in_shape: tuple, out_shape: tuple) -> bool:
+    if 0 in in_shape or 0 in out_shape or 0 in lengths:
+        return False
+    if cc.REGISTRY.lookup(LIBRARY_TARGET, "cpu") is None:
+        return False
+    return _product_work(kind, lengths, in_shape, out_shape) >= LIBRARY_MIN_WORK
+
+
+def _library_call(x: ir.Value, result_type: ir.Type, kind: str, lengths: list[int]) -> ir.Value:
+    """`kiln.fft(x)`: a typed-FFI custom call whose attributes name the transform."""
+    config = ir.DictAttr.get({"fft_type": ir.StringAttr.get(kind),
+                              "fft_length": ir.DenseI64ArrayAttr.get(lengths)})
+    call = ir.Operation.create(
+        "stablehlo.custom_call", results=[result_type], operands=[x],
+        attributes={"call_target_name": ir.StringAttr.get(LIBRARY_TARGET),
+                    "api_version": ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
+                                                      cc.API_TYPED_FFI),
+                    "mhlo.backend_config": config})
+    return call.result
 
 
 def _build_fft(h: HloBuilder, x: ir.Value, kind: str, lengths: list[int], out_shape: tuple,

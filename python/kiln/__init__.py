@@ -14,10 +14,14 @@ from .runtime.custom_call import REGISTRY as _REGISTRY
 from .runtime.lapack import register_lapack_targets as _register_lapack_targets
 from .runtime.jax_checks import register_jax_check_targets as _register_jax_check_targets
 from .runtime.sparse import register_sparse_targets as _register_sparse_targets
+from .runtime.fft import register_fft_targets as _register_fft_targets
+from .distributed.collectives import register_collective_targets as _register_collective_targets
 
 _register_lapack_targets(_REGISTRY)  # JAX's CPU linear algebra (lapack_*_ffi) is built in
 _register_jax_check_targets(_REGISTRY)  # shape_assertion, when not decided at compile time
 _register_sparse_targets(_REGISTRY)  # jax.experimental.sparse's CSR product on CPU
+_register_collective_targets(_REGISTRY)  # kiln.collective.*: collectives between devices
+_register_fft_targets(_REGISTRY)  # kiln.fft: stablehlo.fft through DUCC (else scipy.fft)
 
 __all__ = ["compile", "load", "load_executable", "jit", "Executable", "KilnError", "CheckFailure",
            "register_custom_call", "register_custom_call_library"]

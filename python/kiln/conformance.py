@@ -69,6 +69,12 @@ def _generated_inputs(exe) -> list[np.ndarray]:
 def _run_case(source: str, filename: str, entry: str | None) -> CaseResult:
     import kiln
     from kiln.runtime import checks as check_eval
+    from kiln import parallel_programs
+    if entry is None and parallel_programs.has_run_parallel(source):
+        _, outcomes = parallel_programs.run_parallel_module(source, filename)
+        failed = [o for o in outcomes if not o.passed]
+        return CaseResult("main", not failed, str(failed[0]) if failed else
+                          f"{len(outcomes)} checks over several devices")
     exe = kiln.compile(source, entry=entry, filename=filename)
     inputs = _generated_inputs(exe)
     outputs, outcomes = exe.run_checks(*inputs)

@@ -208,6 +208,17 @@ def calls(exe) -> set[str]:
 NARROW_FLOATS = {"bf16": ml_dtypes.bfloat16, "f16": np.float16}
 
 
+@pytest.fixture
+def float_library_route(monkeypatch):
+    """bf16 and 8-bit products through the float library even where the runtime's AMX kernels
+    would take them (test_amx_products.py covers those): KILN_AMX=0 is read when compiling,
+    so compile here, uncached."""
+    monkeypatch.setenv("KILN_AMX", "0")
+    monkeypatch.setenv("KILN_CACHE", "0")
+    monkeypatch.setenv("KILN_COMPILE_IN_PROCESS", "1")
+
+
+@pytest.mark.usefixtures("float_library_route")
 @pytest.mark.parametrize("et", ["bf16", "f16"])
 @pytest.mark.parametrize("lhs,rhs,out,dims,spec", [CASES[0], CASES[3], CASES[5]])
 def test_half_precision_products_accumulate_in_f32_through_sgemm(et, lhs, rhs, out, dims, spec, rng):
@@ -234,6 +245,7 @@ def wrapped(a, b, dtype, transposed=False):
     return exact.astype(dtype)   # numpy's int64 -> narrower cast keeps the low bits
 
 
+@pytest.mark.usefixtures("float_library_route")
 @pytest.mark.parametrize("k,sgemms", [(1024, 1), (1025, 2), (4000, 4)])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_int8_products_are_bit_exact_through_the_float_library(k, sgemms, transposed, rng):
@@ -253,6 +265,7 @@ def test_int8_products_are_bit_exact_through_the_float_library(k, sgemms, transp
     assert np.abs(wrapped(a, b, np.int64, transposed)).max() == k << 14   # the bound is reached
 
 
+@pytest.mark.usefixtures("float_library_route")
 @pytest.mark.parametrize("a_type,b_type,out_type,np_a,np_b,np_out,k,routines", [
     # zero-extended: |x| <= 255, chunks of at most 258
     ("ui8", "ui8", "i32", np.uint8, np.uint8, np.int32, 256, ["sgemm"]),
@@ -278,6 +291,7 @@ def test_integer_products_of_every_width_are_bit_exact(a_type, b_type, out_type,
     np.testing.assert_array_equal(got, wrapped(a, b, np_out))
 
 
+@pytest.mark.usefixtures("float_library_route")
 def test_astype_int32_operands_are_read_narrow(rng):
     # jnp.int8 arrays .astype(int32) @ ...: the product reads the int8 tensors (their range
     # keeps sgemm exact) rather than stay an int32 loop nest
@@ -376,6 +390,7 @@ def test_complex_products_call_cgemm_and_zgemm(lhs, rhs, out, dims, spec, et, dt
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 10)
 
 
+@pytest.mark.usefixtures("float_library_route")
 def test_mixed_products_feed_fused_consumers(rng):
     # a quantized layer: int8 product, int32 result scaled to f32 and rectified; the
     # conversion back from the exact sum fuses with the consumers

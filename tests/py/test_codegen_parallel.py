@@ -79,7 +79,7 @@ def test_parallel_matches_serial_bit_for_bit(name, rng):
             np.testing.assert_allclose(got[0], ref(*args), rtol=2e-6, atol=1e-6)
 
 
-def test_small_ops_and_reductions_stay_serial():
+def test_small_ops_stay_serial_and_row_reductions_split_rows():
     src = """
 func.func @main(%x: tensor<1024x1024xf32>, %s: tensor<64xf32>) -> (tensor<1024xf32>, tensor<64xf32>) {
   %z = stablehlo.constant dense<0.0> : tensor<f32>
@@ -87,4 +87,12 @@ func.func @main(%x: tensor<1024x1024xf32>, %s: tensor<64xf32>) -> (tensor<1024xf
   %1 = stablehlo.exponential %s : tensor<64xf32>
   return %0, %1 : tensor<1024xf32>, tensor<64xf32>
 }"""
-    assert "kiln_parallel_for" not in kiln.compile(src).ir("codegen")
+    # The row reduction is split over its rows (kiln-parallelize: reductions too, since the
+    # loop strategy of test_codegen_vectorize.py); the 64-element exp stays serial.
+    exe = kiln.compile(src)
+    assert exe.ir("codegen").count("call @kiln_parallel_for") == 1
+    x, s = np.random.default_rng(3).standard_normal((1024, 1024)).astype(np.float32), \
+        np.linspace(-2, 2, 64, dtype=np.float32)
+    rows, small = exe(x, s)
+    np.testing.assert_allclose(rows, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(small, np.exp(s), rtol=1e-6)

@@ -43,8 +43,9 @@ def test_file_names_follow_xla(tmp_path):
     assert "module_0000.mlp.before_optimizations.mlir" in names
     assert "module_0000.mlp.after_optimizations.mlir" in names
     stages = [n.split(".")[2:4] for n in names if n.split(".")[2].isdigit()]
-    assert stages == [["01", "verify"], ["02", "layout"], ["03", "optimize"], ["04", "legalize"],
-                      ["05", "fuse"], ["06", "bufferize"], ["07", "codegen"], ["08", "lower"]]
+    assert stages == [["01", "verify"], ["02", "partition"], ["03", "layout"], ["04", "optimize"],
+                      ["05", "legalize"], ["06", "fuse"], ["07", "bufferize"], ["08", "codegen"],
+                      ["09", "lower"]]
 
 
 def test_before_and_after_optimizations_content(tmp_path):
@@ -52,7 +53,7 @@ def test_before_and_after_optimizations_content(tmp_path):
     np.testing.assert_allclose(exe(np.array([1, 2, 3], np.int32))[0], [1, 4, 9])
     (before,) = tmp_path.glob("module_*.adder.before_optimizations.mlir")  # the sym_name
     (after,) = tmp_path.glob("module_*.adder.after_optimizations.mlir")
-    (optimized,) = tmp_path.glob("module_*.adder.03.optimize.mlir")
+    (optimized,) = tmp_path.glob("module_*.adder.04.optimize.mlir")
     assert re.fullmatch(r"module_\d{4}", before.name.split(".")[0])
     assert "@unused" in before.read_text() and "@unused" not in after.read_text()
     assert "stablehlo.multiply" in after.read_text() and "linalg" not in after.read_text()
@@ -71,8 +72,8 @@ def test_pass_regex_selects_passes(tmp_path):
     passes = sorted(".".join(p.name.split(".")[2:-1]) for p in tmp_path.iterdir()
                     if len(p.name.split(".")) == 6)
     # cse runs in optimize and fuse; kiln-lower-sort in legalize; nothing else matches.
-    assert passes == ["03.optimize.cse", "04.legalize.kiln-lower-sort", "05.fuse.cse"]
-    (after_cse,) = tmp_path.glob("*.03.optimize.cse.mlir")
+    assert passes == ["04.optimize.cse", "05.legalize.kiln-lower-sort", "06.fuse.cse"]
+    (after_cse,) = tmp_path.glob("*.04.optimize.cse.mlir")
     assert "stablehlo.multiply" in after_cse.read_text()
 
 
@@ -101,7 +102,8 @@ def test_run_timing_report(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stderr.splitlines() if "%)" in line]
     stage_rows = [r.split("%)")[1] for r in rows if re.search(r"%\)  \S", r)]
-    assert [r.strip() for r in stage_rows] == ["verify", "layout", "optimize", "legalize", "fuse",
+    assert [r.strip() for r in stage_rows] == ["verify", "partition", "layout", "optimize",
+                                               "legalize", "fuse",
                                                "bufferize", "codegen", "lower", "llvm", "Total"]
     nested = [r.split("%)")[1].strip() for r in rows if "%)    " in r]
     assert "kiln-validate" in nested and "canonicalize" in nested  # a Kiln and an upstream pass
@@ -115,9 +117,10 @@ def test_opt_stage_dumps_and_timing(tmp_path):
     assert "func.func" in proc.stdout and "linalg" not in proc.stdout
     assert "    cse" in proc.stderr and "legalize" not in proc.stderr
     assert dumped(tmp_path) == ["module_0000.mlp.01.verify.mlir",
-                                "module_0000.mlp.02.layout.mlir",
-                                "module_0000.mlp.03.optimize.cse.mlir",
-                                "module_0000.mlp.03.optimize.mlir",
+                                "module_0000.mlp.02.partition.mlir",
+                                "module_0000.mlp.03.layout.mlir",
+                                "module_0000.mlp.04.optimize.cse.mlir",
+                                "module_0000.mlp.04.optimize.mlir",
                                 "module_0000.mlp.after_optimizations.mlir",
                                 "module_0000.mlp.before_optimizations.mlir"]
 

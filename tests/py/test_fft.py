@@ -1,10 +1,28 @@
-"""stablehlo.fft against numpy.fft: every transform type, lengths that take each path (direct
-DFT, four-step split, Bluestein for large primes), multi-dimensional, empty."""
+"""stablehlo.fft against numpy.fft: every transform type, lengths that take each path of the
+matrix-product route (direct DFT, four-step split, Bluestein for large primes),
+multi-dimensional, empty."""
 import numpy as np
 import pytest
 
 import kiln
 from conftest import INTERPRET, assert_checks_pass, shared_file
+
+
+@pytest.fixture(autouse=True, params=["library", "products"])
+def route(request):
+    """Each test twice: as compiled by default (transforms past a small size call the
+    built-in `kiln.fft` target), and with that target unregistered, so every transform is
+    lowered to matrix products (tests/py/test_fft_library.py covers the library route)."""
+    from kiln.runtime import fft as library
+    from kiln.runtime.custom_call import REGISTRY
+    if request.param == "library":
+        yield request.param
+        return
+    REGISTRY.unregister(library.TARGET, "cpu")
+    try:
+        yield request.param
+    finally:
+        library.register_fft_targets(REGISTRY)
 
 
 def _t(shape, e):

@@ -34,14 +34,18 @@ def test_failing_check_is_reported():
     assert len(outcomes) == 1 and not outcomes[0].passed and outcomes[0].loc == "f.mlir:3:3"
 
 
-def test_serialized_eq_is_a_clear_error():
-    src = ("func.func @main() {\n  %r = stablehlo.constant dense<1> : tensor<i32>\n"
-           '  check.expect_serialized_eq %r, probe_id = "x" : tensor<i32>\n  func.return\n}\n')
-    with pytest.raises(kiln.KilnError, match="interpreter.probe"):
-        kiln.compile(src, filename="p.mlir")
+def test_serialized_eq_compares_what_the_probe_recorded():
+    src = ("func.func @main() {\n  %r = stablehlo.constant dense<[1, 2]> : tensor<2xi32>\n"
+           '  %p = interpreter.probe %r, probe_id = "x" : tensor<2xi32>\n'
+           '  check.expect_serialized_eq %p, probe_id = "x" : tensor<2xi32>\n'
+           '  check.expect_serialized_eq %p, probe_id = "y" : tensor<2xi32>\n  func.return\n}\n')
+    _, (recorded, missing) = kiln.compile(src, filename="p.mlir").run_checks()
+    assert recorded.passed
+    assert not missing.passed and "probe 'y' recorded no value" in missing.detail
 
 
-@pytest.mark.parametrize("name", ["check.mlir", "atan2.mlir", "mulhi.mlir"])
+@pytest.mark.parametrize("name", ["check.mlir", "atan2.mlir", "mulhi.mlir", "all_reduce.mlir",
+                                  "send_recv.mlir", "probe.mlir"])
 def test_interpret_files_pass(name):
     result = run_file(str(shared_file(name, INTERPRET)))
     assert result.passed, result.detail

@@ -27,6 +27,8 @@ SOURCES = {"kiln": ROOT / "python" / "kiln", "kiln.lowering": ROOT / "lowering",
 LAYERS: list[tuple[str, list[str]]] = [
     ("errors", ["kiln.errors"]),
     ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout", "kiln.version"]),
+    # Several devices: shardings and groups as data, the fabric and collectives at run time.
+    ("devices", ["kiln.distributed"]),
     ("dialects (check, kiln, sdy)", ["kiln.dialects"]),
     ("the MLIR context", ["kiln.context"]),
     # How compiled code and numpy meet: memref descriptors, dtypes, custom calls, check
@@ -42,6 +44,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("driver", ["kiln.driver"]),
     ("kiln.jit", ["kiln.jit"]),
     ("public API", ["kiln"]),
+    # interpreter.run_parallel: several programs compiled through the public API, run together
+    ("several programs", ["kiln.parallel_programs"]),
     ("tools", ["kiln.conformance", "kiln.bench"]),
     ("command line", ["kiln.cli"]),
 ]

@@ -390,7 +390,7 @@ def test_entry_layouts_take_and_give_logical_arrays():
 
 def test_layout_stage_makes_entry_layouts_physical():
     exe = kiln.compile(ENTRY_LAYOUTS_HLO)
-    assert exe.stage_names()[:4] == ["import", "verify", "layout", "optimize"]
+    assert exe.stage_names()[:5] == ["import", "verify", "partition", "layout", "optimize"]
     text = exe.ir("layout")
     signature = text[text.index("func.func @main"):text.index("{\n", text.index("func.func @main"))]
     # Physical arrays, all in the descending layout: 3x2 for {0,1}, tiles for T(2,2).

@@ -81,7 +81,7 @@ def test_extra_passes_run_inside_the_targets_pipeline():
     assert "stablehlo.add" in exe.ir("verify")
     stage = next(s for s in exe.stages if s.name == "optimize")
     assert str(stage.steps[-1]) == "py-adds-to-multiplies"
-    with pytest.raises(kiln.KilnError, match=r"unknown stage\(s\) nope.*stages: verify, layout, optimize"):
+    with pytest.raises(kiln.KilnError, match=r"unknown stage\(s\) nope.*stages: verify, partition, layout, optimize"):
         kiln.compile(ADD, extra_passes={"nope": ["cse"]})
 
 

@@ -31,6 +31,7 @@ class Program:
     name: str
     group: str                                   # WORKLOAD_GROUP or EXPORT_GROUP
     make: Callable[[], tuple[Callable, tuple]]   # -> (jax function, inputs)
+    x64: bool = False                            # traced with jax's 64-bit types on
 
 
 def programs(names: list[str] | None = None, groups: tuple[str, ...] = (WORKLOAD_GROUP, EXPORT_GROUP)
@@ -39,7 +40,7 @@ def programs(names: list[str] | None = None, groups: tuple[str, ...] = (WORKLOAD
     "export/NAME" for a test program; a bare name also matches a test program)."""
     found = []
     if WORKLOAD_GROUP in groups:
-        found += [Program(w.name, WORKLOAD_GROUP, w.make) for w in WORKLOADS]
+        found += [Program(w.name, WORKLOAD_GROUP, w.make, w.x64) for w in WORKLOADS]
     if EXPORT_GROUP in groups:
         found += [Program(f"{EXPORT_GROUP}/{p.name}", EXPORT_GROUP, p.make) for p in JAX_PROGRAMS]
     if not names:
@@ -62,8 +63,9 @@ class Exported:
 
 def export(program: Program) -> Exported:
     import jax
-    fn, args = program.make()
-    exp = jax.export.export(jax.jit(fn), platforms=("cpu",))(*args)
+    with jax.enable_x64(program.x64):
+        fn, args = program.make()
+        exp = jax.export.export(jax.jit(fn), platforms=("cpu",))(*args)
     return Exported(bytes(exp.serialize()), exp.mlir_module())
 
 

@@ -65,8 +65,9 @@ class XlaPeer(Peer):
     def compile(self, workload) -> Runner:
         import jax
         fn, args, _ = workload.build()
-        dev = [jax.device_put(a) for a in args]
-        compiled = jax.jit(fn).lower(*dev).compile()
+        with workload.jax_mode():
+            dev = [jax.device_put(a) for a in args]
+            compiled = jax.jit(fn).lower(*dev).compile()
 
         def run():
             out = compiled(*dev)

@@ -6,47 +6,9 @@ Kiln's outputs must meet against the peer's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import numpy as np
 
-
-@dataclass
-class Workload:
-    name: str
-    make: Callable[[], tuple[Callable, tuple[np.ndarray, ...]]]   # -> (jax fn, inputs)
-    flops: float = 0.0          # per call; 0 -> report GB/s from `bytes`
-    bytes: float = 0.0
-    tol: tuple[float, float] = (2e-3, 2e-3)
-    note: str = ""
-    skip: dict = field(default_factory=dict)   # peer -> why it is not run on this workload
-    numpy_fn: Callable | None = None            # the same computation in numpy, if it has one
-    _cache: dict = field(default_factory=dict, repr=False)
-
-    def build(self):
-        """(jax function, inputs, StableHLO text), generated once."""
-        if "built" not in self._cache:
-            import jax
-            fn, args = self.make()
-            text = jax.jit(fn).lower(*args).compiler_ir("stablehlo")
-            self._cache["built"] = (fn, args, str(text))
-        return self._cache["built"]
-
-    @property
-    def unit(self) -> str:
-        return "GFLOP/s" if self.flops else "GB/s"
-
-    def rate(self, seconds: float) -> float:
-        return (self.flops or self.bytes) / seconds / 1e9
-
-
-def _rng(seed=0):
-    return np.random.default_rng(seed)
-
-
-def _f32(rng, *shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
+from .base import Workload, _f32, _rng  # noqa: F401 - Workload is this module's API too
 
 
 def _gelu(x):
@@ -200,7 +162,8 @@ def _tf_flops(b=4, t=256, d=512, f=2048):
     return 2 * n * d * 3 * d + 2 * 2 * b * t * t * d + 2 * n * d * d + 2 * 2 * n * d * f
 
 
-WORKLOADS: list[Workload] = [
+# The headline models: what `kiln bench` started with.
+HEADLINE: list[Workload] = [
     Workload("matmul", _matmul, flops=2 * 1024 ** 3, tol=(1e-3, 1e-2), note="f32 1024x1024x1024",
              numpy_fn=lambda a, b: (a @ b,)),
     Workload("mlp", _mlp, flops=_mlp_flops(), note="b256 1024-4096-1024 bias+gelu"),
@@ -223,13 +186,21 @@ WORKLOADS: list[Workload] = [
 ]
 
 
+from .everyday import EVERYDAY  # noqa: E402  (it builds on the helpers above)
+
+WORKLOADS: list[Workload] = HEADLINE + EVERYDAY
+SUITES = {"headline": HEADLINE, "everyday": EVERYDAY}
+
+
 def by_name(names: list[str] | None) -> list[Workload]:
+    """Workloads by name, or whole suites by suite name (`headline`, `everyday`)."""
     if not names:
         return list(WORKLOADS)
     known = {w.name: w for w in WORKLOADS}
     from ..errors import KilnError
-    missing = [n for n in names if n not in known]
+    missing = [n for n in names if n not in known and n not in SUITES]
     if missing:
         raise KilnError(f"unknown workload(s): {', '.join(missing)}",
-                        hint="workloads: " + ", ".join(known))
-    return [known[n] for n in names]
+                        hint="suites: " + ", ".join(SUITES) + "; workloads: " + ", ".join(known))
+    picked = [w for n in names for w in (SUITES[n] if n in SUITES else [known[n]])]
+    return [w for i, w in enumerate(picked) if all(w is not p for p in picked[:i])]

@@ -21,6 +21,11 @@ def add_parser(sub) -> None:
     bench.add_argument("--compile-time", action="store_true",
                        help="measure compile time instead: Kiln against XLA:CPU on JAX's exports "
                             "of the workloads and of the test programs (cold, interleaved)")
+    bench.add_argument("--collectives", action="store_true",
+                       help="measure a large all_reduce between 2 devices instead: Kiln (threads, "
+                            "mpiexec) against JAX (threads, gloo), one run")
+    bench.add_argument("--size-mb", type=float, default=64.0,
+                       help="--collectives: the all_reduce's size in MB")
     bench.add_argument("--rounds", type=int, default=3,
                        help="--compile-time: compiles of each program per compiler (median)")
     bench.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3),
@@ -47,6 +52,16 @@ def run(args) -> int:
     from ..bench.workloads import WORKLOADS, by_name
     if args.compile_time:
         return run_compile_time(args)
+    if args.collectives:
+        from ..bench import collectives
+        print(f"kiln bench --collectives: {machine()['cpu']}, {machine()['cores']} cores, "
+              f"{machine()['date']}", flush=True)
+        results = collectives.measure(args.size_mb)
+        print(collectives.table(results))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"machine": machine(), **results}, f, indent=1)
+        return 0
     if args.list:
         for w in WORKLOADS:
             print(f"{w.name:12} {w.note}")

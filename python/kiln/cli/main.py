@@ -137,9 +137,25 @@ def _load_inputs(path: str) -> list[np.ndarray]:
                              "array") from None
 
 
+def _rank() -> int:
+    """This process's MPI rank under mpiexec (0 otherwise): only rank 0 prints and writes."""
+    from ..distributed import mpi
+    return mpi.world().COMM_WORLD.rank if mpi.launched_size() > 1 else 0
+
+
 def _run(args) -> int:
     import kiln
     from ..errors import KilnError
+    from .. import parallel_programs
+    if not _is_executable(args.file) and args.file.endswith(".mlir") and \
+            parallel_programs.has_run_parallel(Path(args.file).read_text()):
+        # The reference interpreter's multi-program form: its devices run in this process.
+        _, outcomes = parallel_programs.run_parallel_module(Path(args.file).read_text(), args.file)
+        failed = [o for o in outcomes if not o.passed]
+        for o in failed:
+            print(f"kiln run: {o}", file=sys.stderr)
+        print(f"{len(outcomes) - len(failed)} of {len(outcomes)} checks passed")
+        return 1 if failed else 0
     if _is_executable(args.file):
         exe = kiln.load_executable(args.file)
     else:
@@ -158,6 +174,8 @@ def _run(args) -> int:
                         + ", ".join(map(str, exe.arg_specs)), location=args.file,
                         hint="pass them with --inputs FILE.npz")
     results, outcomes = exe.run_checks(*inputs)
+    if _rank() != 0:
+        return 0  # every rank has the global results; rank 0 reports them
     if args.print:
         for i, r in enumerate(results):
             print(f"result {i}: {r.dtype}{list(r.shape)}")

@@ -65,6 +65,8 @@ def key(request: CompileRequest) -> str | None:
     from ..targets.objects import host_cpu
     digest = hashlib.sha256(described.encode())
     digest.update(json.dumps(host_cpu(), sort_keys=True).encode())
+    # KILN_AMX=0 routes bf16/int8 products elsewhere when compiling (runtime/libraries.py)
+    digest.update(os.environ.get("KILN_AMX", "").encode())
     digest.update(request.imported)
     return digest.hexdigest()
 

@@ -85,6 +85,9 @@ class Compiled:
         # Decided once, not at every call.
         self.sub_byte_results = any(r.element in SUB_BYTE_BITS for r in self.artifact.results)
         self.distinct_sources = len(set(self.artifact.sources)) == len(self.artifact.sources)
+        # Runs as a device of its executable's fabric: collectives, channels, host queues.
+        self.uses_devices = any(str(site.get("target", "")).startswith("kiln.collective.")
+                                for site in self.artifact.call_sites)
 
 
 @dataclass

@@ -47,6 +47,8 @@ class Executable:
         self._imported = to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
         self.layouts = EntryLayouts.read(find_entry(imported, self.entry), filename)
+        from ..distributed.run import device_counts
+        self._device_counts = device_counts(imported)
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         if compile_now and all(s.is_static for s in self.arg_specs):
@@ -204,6 +206,133 @@ class Executable:
                     f"argument {index} of @{self.entry} is {int(arrays[index])}, but as a dimension "
                     f"argument (JAX shape polymorphism) it must be {value}, the size the other "
                     f"arguments' shapes give", hint="pass the matching size")
+        if self.num_devices > 1:
+            return self._run_global(compiled, arrays)
+        if compiled.uses_devices:  # infeed/outfeed, probes, or collectives among one device
+            from ..distributed.collectives import on_device
+            self.fabric.probes.clear()
+            with on_device(self.fabric, 0):
+                return self._run_one(compiled, arrays)
+        return self._run_one(compiled, arrays)
+
+    def _run_global(self, compiled, arrays):
+        """Global arrays in and out, as jax's Exported.call: each device gets its shard of
+        every sharded argument (the whole of the others), and each sharded result is put
+        together from the devices' shards; an unsharded result is device 0's."""
+        n = self.num_devices
+        arg_shardings, result_shardings = self.shardings
+        per_device = [list(arrays) for _ in range(n)]
+        for i, (array, sharding) in enumerate(zip(arrays, arg_shardings)):
+            if sharding is not None and not sharding.is_replicated:
+                for d, shard in enumerate(sharding.split(array, n)):
+                    per_device[d][i] = shard
+        outputs = self._run_devices(compiled, per_device)
+        results = []
+        for j, first in enumerate(outputs[0][0]):
+            sharding = result_shardings[j] if j < len(result_shardings) else None
+            if sharding is None or sharding.is_replicated:
+                results.append(first)
+            else:
+                shape = tuple(t * s for t, s in zip(sharding.tiles, first.shape))
+                results.append(sharding.assemble([out[0][j] for out in outputs], shape, first.dtype))
+        return tuple(results), outputs[0][1]
+
+    @property
+    def shardings(self):
+        """(argument shardings, result shardings) of a partitioned program (None: whole on
+        every device); distributed/sharding.py says what one is."""
+        found = getattr(self, "_shardings", None)
+        if found is None:
+            from ..lowering.spmd import entry_shardings, is_partitioned
+            module = ir.Module.parse(self._imported, context=make_context())
+            with module.context:
+                found = entry_shardings(module, self.entry) if is_partitioned(module) else \
+                    ([None] * len(self.arg_specs), [None] * len(self.result_specs))
+            self._shardings = found
+        return found
+
+    # -- several devices -------------------------------------------------------------------------
+    @property
+    def device_counts(self) -> tuple[int, int]:
+        """(num_replicas, num_partitions) the program declares (mhlo.num_replicas /
+        mhlo.num_partitions), or that `kiln.compile(num_replicas=, num_partitions=)` set."""
+        counts = getattr(self, "_device_counts", None)
+        if counts is None:
+            from ..distributed.run import device_counts
+            counts = device_counts(ir.Module.parse(self._imported, context=make_context()))
+            self._device_counts = counts
+        return counts
+
+    @property
+    def num_devices(self) -> int:
+        r, p = self.device_counts
+        return r * p
+
+    @property
+    def fabric(self):
+        """The devices' meeting place: collectives, channels, and the host queues behind
+        `infeed` / `outfeed`. One per executable, kept across calls."""
+        with self._lock:
+            if getattr(self, "_fabric", None) is None:
+                from ..distributed import mpi
+                from ..distributed.fabric import LocalFabric
+                under_mpi = mpi.launched_size() > 1
+                self._fabric = (mpi.MpiFabric if under_mpi else LocalFabric)(*self.device_counts)
+            return self._fabric
+
+    @api_boundary
+    def run_devices(self, per_device_args) -> list[tuple[np.ndarray, ...]]:
+        """Run every device at once, device d on the flat arrays `per_device_args[d]`
+        (device d = replica * num_partitions + partition); returns each device's results."""
+        per_device_args = list(per_device_args)
+        if len(per_device_args) != self.num_devices:
+            raise KilnError(f"@{self.entry} runs on {self.num_devices} device(s), got arguments "
+                            f"for {len(per_device_args)}", hint="one argument list per device")
+        coerced = [self._coerce(a) for a in per_device_args]
+        shapes = {tuple(a.shape for a in arrays) for arrays in coerced}
+        if len(shapes) != 1:
+            raise KilnError("every device must get arguments of the same shapes, got "
+                            + "; ".join(map(str, shapes)))
+        compiled = self._compiled_for(shapes.pop())
+        outcomes = self._run_devices(compiled, coerced)
+        failures = [o for _, checks in outcomes for o in checks if not o.passed]
+        if failures:
+            raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
+                               location=self.filename)
+        return [results for results, _ in outcomes]
+
+    def _run_devices(self, compiled, per_device_arrays):
+        from ..distributed.run import run_devices
+        n = self.num_devices
+        return run_devices(self.fabric, [lambda a: self._run_one(compiled, a)] * n,
+                           [[arrays] for arrays in per_device_arrays])
+
+    def device_call(self, arrays) -> tuple[np.ndarray, ...]:
+        """Run as the device this thread is (distributed/run.py set it): one device's share
+        of a run whose devices may run different programs (interpreter.run_parallel)."""
+        arrays = self._coerce(list(arrays))
+        results, outcomes = self._run_one(self._compiled_for(tuple(a.shape for a in arrays)), arrays)
+        failures = [o for o in outcomes if not o.passed]
+        if failures:
+            raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
+                               location=self.filename)
+        return results
+
+    def infeed(self, *arrays, device: int = 0) -> None:
+        """Queue `arrays` for the next `infeed` that device `device` runs."""
+        self.fabric.infeed[device].put([np.asarray(a) for a in arrays])
+
+    def outfeed(self, device: int = 0, timeout: float | None = 0) -> list[np.ndarray]:
+        """The arrays of the oldest `outfeed` device `device` ran (KilnError if none)."""
+        import queue
+        try:
+            return self.fabric.outfeed[device].get(timeout=timeout) if timeout else \
+                self.fabric.outfeed[device].get_nowait()
+        except queue.Empty:
+            raise KilnError(f"no outfeed from device {device}",
+                            hint="the program has not run an outfeed (yet)") from None
+
+    def _run_one(self, compiled, arrays):
         buffers = [_result_buffer(s, i, self.entry) for i, s in enumerate(compiled.results)]
         compiled.invoke(self.layouts.physical_arguments(arrays) + buffers)
         if compiled.sub_byte_results:
@@ -218,7 +347,8 @@ class Executable:
                 outputs.append(buffers[source] if source not in first_use else buffers[source].copy())
                 first_use.add(source)
         outcomes = [check_eval.evaluate({**c, "loc": format_location(c["loc"], self.filename)},
-                                        [outputs[i] for i in c["results"]]) for c in compiled.checks]
+                                        [outputs[i] for i in c["results"]] + _probed(c))
+                    for c in compiled.checks]
         results = self.layouts.logical_results(outputs[:compiled.user_results])
         return tuple(results), outcomes
 
@@ -330,6 +460,15 @@ class EntryLayouts:
                 buffer = layout.to_logical(buffer, dims)
             out.append(buffer)
         return out
+
+
+def _probed(check: dict) -> list:
+    """What `interpreter.probe` recorded for a check.expect_serialized_eq (else nothing)."""
+    if check["kind"] != "expect_serialized_eq":
+        return []
+    from ..distributed.collectives import current
+    values = current().fabric.probes.get(check["probe_id"], [])
+    return [values[check["iter"]] if check["iter"] < len(values) else None]
 
 
 @functools.lru_cache(maxsize=256)

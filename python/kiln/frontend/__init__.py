@@ -84,9 +84,11 @@ def _parse_mlir_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
     """MLIR text, after the rewrites its content asks for: the check dialect's custom syntax
     (dialects/check.py), and CHLO/MHLO (dialects only jaxlib has)."""
     from ..dialects import check
-    from . import chlo, mhlo
+    from . import chlo, mhlo, newer
     if check.has_check_syntax(text):
         text = check.read_check_syntax(text, filename)
+    if newer.has_newer_ops(text):
+        text = newer.upgrade(text)
     if mhlo.has_mhlo(text):
         return mhlo.mhlo_to_stablehlo(text, ctx, filename)
     if chlo.has_chlo(text):

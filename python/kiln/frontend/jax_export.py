@@ -361,7 +361,7 @@ def _aval_of_type(t: ir.Type) -> Aval:
 
 
 def _artifact_text_via_jax(data: bytes, filename: str) -> str:
-    from ..dialects.sdy import strip_shardy
+    from ..dialects.sdy import lower_shardy, strip_shardy
     try:
         from jax._src.interpreters import mlir as jax_mlir
         from jax._src.lib import _jax
@@ -373,6 +373,7 @@ def _artifact_text_via_jax(data: bytes, filename: str) -> str:
     try:
         with jax_mlir.make_ir_context():
             module = _jax.mlir.deserialize_portable_artifact(data)
+            lower_shardy(module, jax_mlir.ir)  # shardings and shard_map bodies, Kiln's way
             strip_shardy(module, jax_mlir.ir)  # Kiln's contexts lack Shardy (dialects/sdy.py)
             return jax_mlir.module_to_string(module)
     except Exception as exc:  # jaxlib raises plain ValueError/RuntimeError here

@@ -160,6 +160,11 @@ class _Unsupported(Exception):
 
 def evaluate(check: dict, operands: list[np.ndarray]) -> CheckOutcome:
     kind, loc = check["kind"], check.get("loc", "?")
+    if kind == "expect_serialized_eq":  # [value, what interpreter.probe recorded or None]
+        if operands[1] is None:
+            return CheckOutcome(kind, loc, False, f"probe {check['probe_id']!r} recorded no "
+                                                  f"value for iteration {check['iter']}")
+        return evaluate({**check, "kind": "expect_eq"}, operands)
     if kind in ("expect_true", "expect_false"):
         want = kind == "expect_true"
         ok = bool(np.all(operands[0].astype(bool) == want))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 import os
 import threading
 from dataclasses import dataclass, field
@@ -327,7 +328,7 @@ class Leaf:
     def nbytes(self) -> int:
         if self.is_token:
             return 0
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize  # math.prod: no numpy call per leaf
 
     @property
     def logical_shape(self) -> tuple[int, ...]:

@@ -1,5 +1,6 @@
 """The native libraries compiled code calls by name, found and bound here: the OpenBLAS that
-large matrix products call (lowering/codegen/blas.py emits the calls). Both the compiler (to
+large matrix products call (lowering/codegen/blas.py emits the calls), and whether Kiln's
+runtime can take the bf16 and 8-bit products on AMX (runtime/kiln_gemm.c). Both the compiler (to
 link) and the loader of compiled code (targets/objects.py) need the bindings; this module
 needs nothing of MLIR, so loading a `.kx` file stays cheap."""
 from __future__ import annotations
@@ -99,3 +100,32 @@ def has_routine(kind: str, routine: str = "gemm") -> bool:
 def thread_control() -> bool:
     """Whether calls can be kept on the calling thread (`openblas_set_num_threads_local`)."""
     return _SET_THREADS in jit_symbols()
+
+
+# Kiln's runtime's own products (runtime/kiln_gemm.c): C (+)= A B for bf16 -> f32 and
+# 8-bit -> int32. They live in libkiln_runtime, which the JIT links anyway, so they need no
+# binding here; lowering/trust.py lists them.
+GEMM_BF16_F32 = "kiln_gemm_bf16_f32"
+GEMM_I8_I32 = "kiln_gemm_i8_i32"
+
+
+@functools.lru_cache(maxsize=None)
+def _amx_probe():
+    from ..native import runtime_library
+    try:
+        probe = ctypes.CDLL(str(runtime_library())).kiln_gemm_amx_available
+    except (OSError, AttributeError):
+        return None
+    probe.restype = ctypes.c_int32
+    return probe
+
+
+def amx_products() -> bool:
+    """Whether products in bf16 and 8-bit integers go to the runtime's AMX kernels: the CPU
+    has AMX, Linux grants this process its tile state, and KILN_AMX=0 (read at each compile,
+    as the runtime reads it at each call) does not turn them off."""
+    try:
+        probe = _amx_probe()
+    except Exception:  # noqa: BLE001 - no runtime library: nothing to route to
+        return False
+    return bool(probe is not None and probe())

@@ -31,6 +31,11 @@ COMMON_STAGES: list[Stage] = [
     Stage("verify", "MLIR verifier plus Kiln's input validation (rejects what would crash C++)", [
         "kiln-validate",
     ]),
+    # Before `optimize`, which reads the compiled signature: each device's share of it.
+    Stage("partition", "a program over several devices -> the program one device runs "
+                       "(XLA: sharding propagation and the SPMD partitioner)", [
+        "kiln-spmd-partition",
+    ]),
     # Before `optimize`: the compiled signature is read after it, and results must be
     # distinct per layout before kiln-dedupe-results merges equal ones.
     Stage("layout", "entry layouts decided; non-default ones become physical arrays, so the "

@@ -36,6 +36,7 @@ class CpuTarget(Target):
             "func.func(chlo-legalize-to-stablehlo)",
             # Kiln's own lowerings (lowering/legalize/), for what the upstream pass below
             # lacks or gets wrong; most rewrite into scf loops or StableHLO it can lower.
+            "kiln-lower-collectives",         # collectives -> Kiln's device runtime
             "kiln-fix-semantics",             # semantics: ops upstream lowers with another meaning
             # JAX's own custom calls (ApproxTopK, shape_assertion, placement annotations,
             # dynamic RNG): before `inline`, which folds ApproxTopK's comparator in
@@ -45,6 +46,7 @@ class CpuTarget(Target):
             "kiln-lower-control-flow",        # while/if/case -> scf
             "kiln-lower-rng-normal",          # float rng, UNIFORM and NORMAL (upstream: integers)
             "kiln-lower-scatter",             # data movement: scatter, sort, select_and_scatter
+            "kiln-lower-top-k",               # sort + leading slices: O(n) top-k
             "kiln-lower-sort",
             "kiln-lower-select-and-scatter",
             "kiln-lower-cumulative-windows",  # cumsum & co: O(n) scans, not O(n^2) windows
@@ -53,6 +55,7 @@ class CpuTarget(Target):
             "kiln-lower-fft",
             "kiln-lower-linalg-ops",          # cholesky, triangular_solve
             "kiln-lower-custom-calls",        # custom calls -> the C runtime's dispatcher
+            "kiln-canonicalize-convolutions",  # any layout/groups/lhs_dilation -> NHWC/HWIO
             "func.func(stablehlo-legalize-to-linalg)",
             # After upstream: what its output still needs.
             "kiln-accurate-libm-calls",       # log1p/expm1 as libm calls
@@ -65,6 +68,9 @@ class CpuTarget(Target):
         Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
             "kiln-protect-contractions",      # large products stay whole, for BLAS
             "linalg-fuse-elementwise-ops",
+            "kiln-fuse-shared-elementwise",   # cheap producers with several users, duplicated
+            "linalg-fuse-elementwise-ops",
+            "kiln-fuse-shared-elementwise",   # ... and the loops fusion left dead
             "canonicalize",
             "cse",
             "kiln-restore-contractions",
@@ -84,10 +90,15 @@ class CpuTarget(Target):
         Stage("codegen", "large products -> BLAS calls, big loop nests on both cores, "
                          "vectorizable math; linalg -> loops", [
             "kiln-blas-calls",
-            "kiln-parallelize",
+            # The loop strategy (lowering/codegen/: loop_order, reductions, parallel, tiling):
+            "kiln-order-loops",               # innermost loops walk memory contiguously
+            "kiln-split-reductions",          # whole-buffer reductions -> per-core partials
+            "kiln-parallelize",               # outermost parallel loop over the cores
+            "kiln-tile-transposes",           # transposes in cache-sized 2-D blocks
             "kiln-approximate-math",
             "kiln-reassociate-reductions",
             "kiln-copies-as-loops",
+            "kiln-reduction-loops",           # accumulators in registers, not memory
             "convert-linalg-to-loops",
             "kiln-interrupt-checks",          # Ctrl-C stops loops
         ]),

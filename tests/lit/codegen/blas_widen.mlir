@@ -1,4 +1,5 @@
-// RUN: kiln-opt %s --pass kiln-protect-contractions --split-input-file | FileCheck %s
+// (KILN_AMX=0: where the CPU has AMX, bf16 and int8 products would go to the runtime instead)
+// RUN: env KILN_AMX=0 kiln-opt %s --pass kiln-protect-contractions --split-input-file | FileCheck %s
 
 // bf16 x bf16 -> f32 (preferred_element_type): OpenBLAS has no bf16 gemm, so each operand is
 // widened to f32 (exactly, O(n^2)) and the product becomes a pure f32 contraction, outlined

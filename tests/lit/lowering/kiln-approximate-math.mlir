@@ -30,3 +30,27 @@ func.func @main(%arg0: memref<8xf64>, %arg1: memref<8xf64>) {
   }
   return
 }
+
+// -----
+
+// f32 math.log becomes arithmetic on the exponent bits and a polynomial; log1p (math.log1p
+// and the libm log1pf call kiln-accurate-libm-calls makes) stays libm's, for accuracy.
+// CHECK-LABEL: func.func @logs
+// CHECK-NOT: math.log %
+// CHECK: arith.shrui
+// CHECK: math.fma
+// CHECK: math.log1p
+// CHECK: call @log1pf
+// CHECK: linalg.yield
+#map = affine_map<(d0) -> (d0)>
+func.func private @log1pf(f32) -> f32
+func.func @logs(%arg0: memref<8xf32>, %arg1: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#map, #map], iterator_types = ["parallel"]} ins(%arg0 : memref<8xf32>) outs(%arg1 : memref<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.log %in : f32
+    %1 = math.log1p %0 : f32
+    %2 = func.call @log1pf(%1) : (f32) -> f32
+    linalg.yield %2 : f32
+  }
+  return
+}

@@ -421,9 +421,14 @@ class Emitter:
         for key in ("num_partitions", "replica_count"):
             if key in self.m.attrs:
                 try:
-                    mattrs.append(f"{names.HLO_CONFIG[key]} = {int(self.m.attrs[key].raw)} : i64")
+                    count = int(self.m.attrs[key].raw)
                 except ValueError:
-                    pass
+                    continue
+                mattrs.append(f"{names.HLO_CONFIG[key]} = {count} : i64")
+                # ... and as the device counts the rest of Kiln reads (StableHLO's names)
+                device_attr = {"num_partitions": "mhlo.num_partitions",
+                               "replica_count": "mhlo.num_replicas"}[key]
+                mattrs.append(f"{device_attr} = {count} : i32")
         return ("module @" + _symbol(self.m.name) + " attributes {" + ", ".join(mattrs) + "} {\n"
                 + "\n".join([main] + self.func_text) + "\n}\n")
 

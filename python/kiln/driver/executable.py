@@ -173,11 +173,12 @@ class Executable:
     def flat(self, *arrays) -> tuple[np.ndarray, ...]:
         """Call with the flat arrays, get the flat results; raises CheckFailure (and, compiled
         with verify=True, KilnError where Kiln and the reference interpreter disagree)."""
-        results, outcomes = self.run_checks(*arrays)
-        failures = [o for o in outcomes if not o.passed]
-        if failures:
-            raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
-                               location=self.filename)
+        results, outcomes = self._run_checks(arrays)
+        if outcomes:
+            failures = [o for o in outcomes if not o.passed]
+            if failures:
+                raise CheckFailure(f"{len(failures)} check(s) failed; first: {failures[0]}",
+                                   location=self.filename)
         if self.verify_calls:
             report = self.verify(*arrays)
             if not report.ok:
@@ -195,6 +196,9 @@ class Executable:
     @api_boundary
     def run_checks(self, *args) -> tuple[tuple[np.ndarray, ...], list[check_eval.CheckOutcome]]:
         """Like `flat`, but returns every check's outcome instead of raising on failure."""
+        return self._run_checks(args)
+
+    def _run_checks(self, args):
         arrays = self._coerce(args)
         if self.convention.in_avals is not None:
             calling.check_shapes(list(self.convention.in_avals), [a.shape for a in arrays],
@@ -265,8 +269,11 @@ class Executable:
 
     @property
     def num_devices(self) -> int:
-        r, p = self.device_counts
-        return r * p
+        count = getattr(self, "_num_devices", None)
+        if count is None:
+            r, p = self.device_counts
+            count = self._num_devices = r * p
+        return count
 
     @property
     def fabric(self):
@@ -441,6 +448,8 @@ class EntryLayouts:
 
     def physical_arguments(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """The buffers the compiled entry takes for the logical `arrays`."""
+        if not any(self.params):
+            return arrays  # every parameter row-major: the arrays as they are
         out = []
         for array, text in zip(arrays, self.params + [None] * len(arrays)):
             layout = _parsed_layout(text) if text else None
@@ -451,6 +460,8 @@ class EntryLayouts:
 
     def logical_results(self, buffers: list[np.ndarray]) -> list[np.ndarray]:
         """The logical arrays the compiled entry's result `buffers` hold."""
+        if not any(self.results):
+            return buffers
         out = []
         for buffer, result in zip(buffers, self.results + [None] * len(buffers)):
             if result is not None:

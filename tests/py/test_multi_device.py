@@ -218,3 +218,13 @@ ENTRY main {
     np.testing.assert_array_equal(s1, xs[0] + xs[1])
     np.testing.assert_array_equal(p0, xs[1])  # each replica receives the other's operand
     np.testing.assert_array_equal(p1, xs[0])
+
+
+def test_an_infeed_nothing_fills_is_an_error_after_the_timeout(monkeypatch):
+    monkeypatch.setenv("KILN_COLLECTIVE_TIMEOUT", "0.2")
+    body = """    %t = stablehlo.after_all : !stablehlo.token
+    %v, %t1 = "stablehlo.infeed"(%t) : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
+    return %v : tensor<4xf32>"""
+    exe = kiln.compile(_program(body, args=""))
+    with pytest.raises(KilnError, match="host queue stayed empty"):
+        exe()

@@ -325,11 +325,15 @@ def recv(results, operands, attributes=None, backend_config=""):
 def infeed(results, operands, attributes=None, backend_config=""):
     d = current()
     arrays = [r for r in results if r is not None]
+    import queue
+    from .fabric import _timeout
     try:
-        values = d.fabric.infeed[d.id].get(timeout=float(_config(backend_config).get("timeout", 600)))
-    except Exception:
-        raise KilnError(f"infeed on device {d.id}: the host queue is empty",
-                        hint="put the values first: Executable.infeed(*arrays, device=N)") from None
+        values = d.fabric.infeed[d.id].get(timeout=_timeout())
+    except queue.Empty:
+        raise KilnError(f"infeed on device {d.id}: the host queue stayed empty for "
+                        f"{_timeout():g} s", hint="put the values first: "
+                        "Executable.infeed(*arrays, device=N) (KILN_COLLECTIVE_TIMEOUT sets the "
+                        "wait)") from None
     values = values if isinstance(values, (list, tuple)) else [values]
     if len(values) != len(arrays):
         raise KilnError(f"infeed on device {d.id} expects {len(arrays)} array(s), the queue "

@@ -85,6 +85,19 @@ def test_jax_program_under_mpiexec_matches_jax(exported, tmp_path, name, ranks):
         np.testing.assert_allclose(got[f"arr_{i}"], e, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(shutil.which("mpiexec") is None and
+                    not (Path(sys.executable).parent / "mpiexec").exists(),
+                    reason="mpiexec (the mpich wheel, kiln[mpi]) is part of the test extra")
+def test_ranks_that_cannot_share_the_devices_end_the_job_with_the_reason(exported):
+    mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
+    kiln_cli = str(Path(sys.executable).parent / "kiln")
+    done = subprocess.run([mpiexec, "-n", "3", "-iface", "lo", kiln_cli, "run",
+                           str(exported / "psum_4.jax"), "--inputs", str(exported / "psum_4.in.npz")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "runs on 4 devices, which mpiexec's 3 ranks cannot share evenly" in done.stderr
+
+
 # ---- collective semantics on hand-written programs ----------------------------------------------
 
 def _program(body: str, replicas: int = 1, partitions: int = 1, args: str = "%x: tensor<4xf32>",

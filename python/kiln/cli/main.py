@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         print(include_dir())
         return 0
     if args.command == "run":
-        return guarded("kiln run", lambda: _run(args), args)
+        return _ending_every_rank(guarded("kiln run", lambda: _run(args), args))
     if args.command == "compile":
         return guarded("kiln compile", lambda: _compile(args), args)
     if args.command == "conformance":
@@ -135,6 +135,20 @@ def _load_inputs(path: str) -> list[np.ndarray]:
         raise KilnError(f"cannot read inputs: {exc}", location=path,
                         hint="write them with numpy.savez(path, *arrays), or numpy.save for one "
                              "array") from None
+
+
+def _ending_every_rank(status: int) -> int:
+    """Under mpiexec, a rank that failed (its error already printed) ends the whole job, so
+    that no other rank waits for it forever in a collective."""
+    from ..distributed import mpi
+    if status and mpi.launched_size() > 1:
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            return status
+        if MPI.Is_initialized() and not MPI.Is_finalized():
+            MPI.COMM_WORLD.Abort(status)
+    return status
 
 
 def _rank() -> int:

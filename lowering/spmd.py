@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from torch_mlir import ir
 
+from ..distributed.groups import device_counts
 from ..distributed.sharding import Sharding, from_hlo
 from ..errors import KilnError
 from .ir_util import find_entry, function_type, walk
@@ -34,12 +35,6 @@ def _target(op: ir.Operation) -> str | None:
     if op.name != "stablehlo.custom_call":
         return None
     return ir.StringAttr(op.attributes["call_target_name"]).value
-
-
-def _counts(module: ir.Module) -> tuple[int, int]:
-    attrs = module.operation.attributes
-    get = lambda n: ir.IntegerAttr(attrs[n]).value if n in attrs else 1  # noqa: E731
-    return get("mhlo.num_replicas"), get("mhlo.num_partitions")
 
 
 def _value_attrs(func: ir.Operation, key: str, count: int) -> list[dict]:
@@ -67,7 +62,7 @@ def entry_shardings(module: ir.Module, entry: str | None):
     carries its sharding counts as carrying it too."""
     func = find_entry(module, entry)
     ftype = function_type(func)
-    _, devices = _counts(module)
+    _, devices = device_counts(module)
     args = _value_attrs(func, "arg_attrs", len(ftype.inputs))
     results = _value_attrs(func, "res_attrs", len(ftype.results))
     block = func.regions[0].blocks[0]
@@ -176,7 +171,7 @@ def _gather_global(value: ir.Value, sharding: Sharding, shape: list[int]) -> ir.
 def import_gspmd(module: ir.Module) -> None:
     """GSPMD's form (older JAX exports, HLO dumps): @Sharding annotations, and shard_map
     bodies between @SPMDFullToShardShape / @SPMDShardToFullShape, as Kiln's markers."""
-    _, devices = _counts(module)
+    _, devices = device_counts(module)
     for op in list(walk(module.operation)):
         name = _target(op)
         if name not in ("SPMDFullToShardShape", "SPMDShardToFullShape"):
@@ -232,7 +227,7 @@ def partition(module: ir.Module, entry: str | None = None) -> None:
 
 
 def _partition(module: ir.Module, entry: str | None) -> None:
-    replicas, devices = _counts(module)
+    replicas, devices = device_counts(module)
     if replicas != 1:
         raise KilnError(f"a partitioned program with {replicas} replicas: Kiln partitions "
                         "programs of one replica", hint="set mhlo.num_replicas = 1")

@@ -589,16 +589,7 @@ def _build_parallel_conv_function(module: ir.Module, symbols: ir.SymbolTable, pl
             iv = arith.remui(arith.divui(flat, const(below)), const(e))
             for o in roles:
                 base[id(o)] = arith.addi(base[id(o)], arith.muli(iv, const(strides[id(o)] * size)))
-    for e, strides in rest:
-        with inner:
-            loop = scf.ForOp(const(0), const(e), const(1))
-        with ir.InsertionPoint(loop.body):
-            yield_ = scf.YieldOp([])
-        inner = ir.InsertionPoint(yield_)
-        with inner:
-            for o in roles:
-                step = arith.muli(loop.induction_variable, const(strides[id(o)] * size))
-                base[id(o)] = arith.addi(base[id(o)], step)
+    inner = _batch_loops(rest, inner, base, {id(o): size for o in roles}, const)
     enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
     n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
     with inner:
@@ -656,6 +647,24 @@ def _call_arguments(plan, routine: str, pointers, alpha, beta, enum, n) -> list[
             n(ldb), pa, n(lda if ta else 1), beta, pc, n(1)]
 
 
+def _batch_loops(batch, at: ir.InsertionPoint, base: dict, sizes: dict, const) -> ir.InsertionPoint:
+    """One scf.for per (extent, strides) of `batch`, nested at `at`; each iteration moves the
+    base addresses in `base` (by operand id, updated in place, in its order) on by that
+    dimension's element strides times `sizes`. Returns the point inside the innermost loop."""
+    inner = at
+    for extent, strides in batch:
+        with inner:
+            loop = scf.ForOp(const(0), const(extent), const(1))
+        with ir.InsertionPoint(loop.body):
+            yield_ = scf.YieldOp([])
+        inner = ir.InsertionPoint(yield_)
+        with inner:
+            for key in base:
+                step = arith.muli(loop.induction_variable, const(strides[key] * sizes[key]))
+                base[key] = arith.addi(base[key], step)
+    return inner
+
+
 def _scalars(et: str, beta: float, const) -> tuple[ir.Value, ir.Value]:
     """alpha = 1 and beta as the routine takes them: by value for real types, by address for
     complex ones (at the insertion point, before any loop)."""
@@ -693,17 +702,8 @@ def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name:
             threads = func.CallOp([builders.i32()], ir.FlatSymbolRefAttr.get(_SET_THREADS),
                                   [const(1, builders.i32())]).result
     # one loop per batch dim, each iteration moving the three base addresses on
-    inner = ir.InsertionPoint(ret)
-    for extent, strides in plan["batch"]:
-        with inner:
-            loop = scf.ForOp(const(0), const(extent), const(1))
-        with ir.InsertionPoint(loop.body):
-            yield_ = scf.YieldOp([])
-        inner = ir.InsertionPoint(yield_)
-        with inner:
-            for o in (a, b, c):
-                step = arith.muli(loop.induction_variable, const(strides[id(o)] * size))
-                base[id(o)] = arith.addi(base[id(o)], step)
+    inner = _batch_loops(plan["batch"], ir.InsertionPoint(ret), base,
+                         {id(o): size for o in (a, b, c)}, const)
     enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
     n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
     routine = _routine(plan)
@@ -750,16 +750,9 @@ def _zero_fill_before(op: ir.Operation, out: ir.Value):
 def blas_calls(module: ir.Module) -> None:
     if blas_library() is None:
         return
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        if op.name in (*_NAMED, "linalg.contract", "linalg.generic", "linalg.conv_2d_nhwc_hwcf"):
-            plan = _conv_plan(op) if op.name.startswith("linalg.conv") else _plan(op)
-            if plan is not None:
-                todo.append((op, plan))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
+    todo = builders.planned(
+        module, (*_NAMED, "linalg.contract", "linalg.generic", "linalg.conv_2d_nhwc_hwcf"),
+        lambda op: _conv_plan(op) if op.name.startswith("linalg.conv") else _plan(op))
     if not todo:
         return
     symbols = ir.SymbolTable(module.operation)
@@ -839,17 +832,7 @@ def _kernel_call(module: ir.Module, symbols: ir.SymbolTable, op: ir.Operation, p
         with ir.InsertionPoint(ret):
             base = {id(o): builders.element_address(arg[id(o)], size[id(o)], const)
                     for o in (a, b, c)}
-        inner = ir.InsertionPoint(ret)
-        for extent, strides in plan["batch"]:
-            with inner:
-                loop = scf.ForOp(const(0), const(extent), const(1))
-            with ir.InsertionPoint(loop.body):
-                yield_ = scf.YieldOp([])
-            inner = ir.InsertionPoint(yield_)
-            with inner:
-                for o in (a, b, c):
-                    step = arith.muli(loop.induction_variable, const(strides[id(o)] * size[id(o)]))
-                    base[id(o)] = arith.addi(base[id(o)], step)
+        inner = _batch_loops(plan["batch"], ir.InsertionPoint(ret), base, size, const)
         i64 = lambda v: const(v, builders.i64())  # noqa: E731
         # (transposed, ld) -> element strides of rows and columns
         a_row, a_col = (1, lda) if ta else (lda, 1)

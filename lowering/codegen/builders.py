@@ -15,6 +15,22 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, func, linalg, llvm, memref
 
 
+def planned(module: ir.Module, names: tuple[str, ...], plan_of: Callable) -> list:
+    """(op, plan) for every op named in `names`, in walk order, where `plan_of(op)` is not
+    None: what a codegen pass will rewrite, all decided before it changes anything."""
+    found = []
+
+    def visit(op):
+        op = op.operation
+        if op.name in names:
+            plan = plan_of(op)
+            if plan is not None:
+                found.append((op, plan))
+        return ir.WalkResult.ADVANCE
+    module.operation.walk(visit)
+    return found
+
+
 def i32() -> ir.Type:
     return ir.IntegerType.get_signless(32)
 

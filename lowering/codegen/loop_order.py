@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from . import builders
+
 _LINE = 64              # bytes in a cache line
 _L1_BYTES = 32 * 1024   # an operand this small stays in L1 whatever the order
 
@@ -193,15 +195,5 @@ def permute(op: ir.Operation, order: list[int]) -> None:
 
 
 def order_loops(module: ir.Module) -> None:
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "linalg.generic":
-            order = choose_order(op)
-            if order is not None:
-                todo.append((op, order))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    for op, order in todo:
+    for op, order in builders.planned(module, ("linalg.generic",), choose_order):
         permute(op, order)

@@ -234,16 +234,7 @@ def _build_body(module: ir.Module, symbols: ir.SymbolTable, name: str, op: ir.Op
 
 
 def parallelize(module: ir.Module) -> None:
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "linalg.generic":
-            plan = _plan(op)
-            if plan is not None:
-                todo.append((op, plan))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
+    todo = builders.planned(module, ("linalg.generic",), _plan)
     if not todo:
         return
     symbols = ir.SymbolTable(module.operation)

@@ -294,19 +294,10 @@ def _row_major(t: ir.MemRefType) -> bool:
 
 
 def split_reductions(module: ir.Module) -> None:
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        found = None
-        if op.name == "linalg.generic":
-            with op.location:   # identity attributes are built (and checked) here
-                found = _full_reduction(op)
-        if found is not None:
-            todo.append((op, found))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    for op, (combiner, t, n) in todo:
+    def full_reduction(op):
+        with op.location:   # identity attributes are built (and checked) here
+            return _full_reduction(op)
+    for op, (combiner, t, n) in builders.planned(module, ("linalg.generic",), full_reduction):
         with ir.InsertionPoint(op), op.location:
             _split(op, combiner, t, n)
         op.erase()

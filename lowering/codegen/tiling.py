@@ -92,17 +92,7 @@ def _plan(op: ir.Operation):
 
 
 def tile_transposes(module: ir.Module) -> None:
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "linalg.generic":
-            plan = _plan(op)
-            if plan is not None:
-                todo.append((op, plan))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    for op, plan in todo:
+    for op, plan in builders.planned(module, ("linalg.generic",), _plan):
         with ir.InsertionPoint(op), op.location:
             _tile(op, *plan)
         op.erase()

@@ -33,17 +33,6 @@ _SIMPLE = {"stablehlo.add": "add", "stablehlo.multiply": "multiply",
            "stablehlo.and": "and", "stablehlo.or": "or", "stablehlo.xor": "xor"}
 
 
-def device_counts(op: ir.Operation) -> tuple[int, int]:
-    module = op
-    while module.parent is not None:
-        module = module.parent
-    counts = []
-    for name in ("mhlo.num_replicas", "mhlo.num_partitions"):
-        attr = module.attributes[name] if name in module.attributes else None
-        counts.append(ir.IntegerAttr(attr).value if attr is not None else 1)
-    return counts[0], counts[1]
-
-
 def _where(op: ir.Operation) -> str:
     return str(op.location)
 
@@ -72,7 +61,7 @@ def _channel(op: ir.Operation) -> int:
 
 
 def _resolved(op: ir.Operation, short: str) -> list[list[int]]:
-    replicas, partitions = device_counts(op)
+    replicas, partitions = G.device_counts(op)
     kind = G.mode(short, _channel(op), "use_global_device_ids" in op.attributes)
     try:
         return G.process_groups(kind, _groups_attr(op), replicas, partitions)
@@ -217,7 +206,7 @@ def _all_to_all(op):
 
 
 def _collective_permute(op):
-    replicas, partitions = device_counts(op)
+    replicas, partitions = G.device_counts(op)
     kind = G.mode("collective_permute", _channel(op), False)
     # The pairs number replicas (or partitions) of one domain: all of them form the meeting.
     domains = G.process_groups(kind, [], replicas, partitions)
@@ -241,7 +230,7 @@ def _collective_broadcast(op):
 
 
 def _device_id(op):
-    if device_counts(op) == (1, 1):
+    if G.device_counts(op) == (1, 1):
         return False  # kiln-fix-semantics folds it to 0
     which = "replica" if op.name == "stablehlo.replica_id" else "partition"
     call = _call(op, "device_id", [], [op.results[0].type], {"which": which})

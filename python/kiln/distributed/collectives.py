@@ -248,35 +248,32 @@ def collective_permute(results, operands, attributes=None, backend_config=""):
 def collective_broadcast(results, operands, attributes=None, backend_config=""):
     """The group's first member's operand to every member; devices in no group get zeros."""
     cfg, d = _config(backend_config), current()
-    group = group_of(cfg["groups"], d.id)
-    if group is None:
-        for out in results:
-            out[...] = 0
-        return
-
-    def read(posted):
-        for i, out in enumerate(results):
-            out[...] = posted[group[0]][i]
-    d.fabric.exchange("collective_broadcast", group, d.id, operands, read)
+    _broadcast(results, operands, d, group_of(cfg["groups"], d.id), [0] * len(results))
 
 
 def collective_broadcast_dynamic(results, operands, attributes=None, backend_config=""):
     """Data operand i from the group member `root[i]` (the last operand), to every member."""
     cfg, d = _config(backend_config), current()
     group = group_of(cfg["groups"], d.id)
+    roots = [int(r) for r in np.asarray(operands[-1]).reshape(-1)]
+    if group is not None and (len(roots) != len(results) or
+                              any(not 0 <= r < len(group) for r in roots)):
+        raise KilnError(f"collective_broadcast: root {roots} must name one member of the "
+                        f"group {group} per data operand")
+    _broadcast(results, operands[:-1], d, group, roots)
+
+
+def _broadcast(results, operands, d: Device, group: list[int] | None, roots: list[int]) -> None:
+    """Result i is the operand i of group member roots[i]; a device in no group gets zeros."""
     if group is None:
         for out in results:
             out[...] = 0
         return
-    roots = [int(r) for r in np.asarray(operands[-1]).reshape(-1)]
-    if len(roots) != len(results) or any(not 0 <= r < len(group) for r in roots):
-        raise KilnError(f"collective_broadcast: root {roots} must name one member of the "
-                        f"group {group} per data operand")
 
     def read(posted):
         for i, out in enumerate(results):
             out[...] = posted[group[roots[i]]][i]
-    d.fabric.exchange("collective_broadcast", group, d.id, operands[:-1], read)
+    d.fabric.exchange("collective_broadcast", group, d.id, operands, read)
 
 
 _print_lock = threading.Lock()

@@ -28,6 +28,18 @@ FLATTENED_IDS = "flattened_ids"
 _PARTITION_CHANNEL_OPS = {"all_to_all", "collective_permute", "collective_broadcast"}
 
 
+def device_counts(op) -> tuple[int, int]:
+    """(num_replicas, num_partitions) the module holding `op` (a module or any op in it)
+    declares with `mhlo.num_replicas` / `mhlo.num_partitions`; 1 where absent."""
+    from torch_mlir import ir
+    top = getattr(op, "operation", op)
+    while top.parent is not None:
+        top = top.parent
+    attrs = top.attributes
+    return tuple(ir.IntegerAttr(attrs[name]).value if name in attrs else 1
+                 for name in ("mhlo.num_replicas", "mhlo.num_partitions"))
+
+
 def mode(op: str, channel_id: int, use_global_device_ids: bool) -> str:
     """The group mode of collective `op` (short name, e.g. "all_gather")."""
     if op in _PARTITION_CHANNEL_OPS:
@@ -88,11 +100,19 @@ _IOTA = re.compile(r"^\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?$")
 def parse_iota(text: str) -> list[list[int]]:
     """XLA's iota replica-group form `[G,S]<=[dims]T(perm)`: iota over `dims`, transposed by
     `perm`, reshaped to G groups of S."""
+    groups = iota_groups(text)
+    if groups is None:
+        raise KilnError(f"cannot read replica groups {text!r}",
+                        hint="XLA's forms: {{0,1},{2,3}} or [2,2]<=[4] or [2,2]<=[2,2]T(1,0)")
+    return groups
+
+
+def iota_groups(text: str) -> list[list[int]] | None:
+    """The groups of `text` if it is in XLA's iota form, else None."""
     import numpy as np
     m = _IOTA.match(text.replace(" ", ""))
     if not m:
-        raise KilnError(f"cannot read replica groups {text!r}",
-                        hint="XLA's forms: {{0,1},{2,3}} or [2,2]<=[4] or [2,2]<=[2,2]T(1,0)")
+        return None
     shape = [int(x) for x in m.group(1).split(",")]
     dims = [int(x) for x in m.group(2).split(",")]
     ids = np.arange(int(np.prod(dims))).reshape(dims)

@@ -14,17 +14,6 @@ from .collectives import on_device
 from .fabric import LocalFabric
 
 
-def device_counts(module) -> tuple[int, int]:
-    """(num_replicas, num_partitions) a module declares (`mhlo.num_replicas` /
-    `mhlo.num_partitions`; 1 when absent)."""
-    from torch_mlir import ir
-    out = []
-    for name in ("mhlo.num_replicas", "mhlo.num_partitions"):
-        attrs = module.operation.attributes
-        out.append(ir.IntegerAttr(attrs[name]).value if name in attrs else 1)
-    return out[0], out[1]
-
-
 def run_devices(fabric: LocalFabric, programs: Sequence[Callable], arguments: Sequence[Sequence]
                 ) -> list:
     """Call `programs[d](*arguments[d])` as device d of `fabric`, all at once; their results

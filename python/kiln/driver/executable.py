@@ -47,7 +47,7 @@ class Executable:
         self._imported = to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
         self.layouts = EntryLayouts.read(find_entry(imported, self.entry), filename)
-        from ..distributed.run import device_counts
+        from ..distributed.groups import device_counts
         self._device_counts = device_counts(imported)
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
@@ -262,7 +262,7 @@ class Executable:
         mhlo.num_partitions), or that `kiln.compile(num_replicas=, num_partitions=)` set."""
         counts = getattr(self, "_device_counts", None)
         if counts is None:
-            from ..distributed.run import device_counts
+            from ..distributed.groups import device_counts
             counts = device_counts(ir.Module.parse(self._imported, context=make_context()))
             self._device_counts = counts
         return counts

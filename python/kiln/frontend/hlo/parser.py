@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kiln.distributed.groups import iota_groups
 from kiln.errors import KilnError
 from kiln.layout import Shape, parse_shape_at
 
@@ -388,14 +389,9 @@ class AttrReader:
 
 def parse_replica_groups(r: str, fail) -> list[list[int]]:
     r = r.strip()
-    m = re.fullmatch(r"\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", r)
-    if m:  # iota form: [groups,size]<=[reshape dims]T(perm)
-        shape = [int(x) for x in m.group(1).split(",")]
-        rdims = [int(x) for x in m.group(2).split(",")]
-        arr = np.arange(int(np.prod(rdims))).reshape(rdims)
-        if m.group(3):
-            arr = arr.transpose([int(x) for x in m.group(3).split(",")])
-        return arr.reshape(shape).tolist()
+    iota = iota_groups(r)  # [groups,size]<=[reshape dims]T(perm)
+    if iota is not None:
+        return iota
     if not (r.startswith("{") and r.endswith("}")):
         fail(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,2]<=[4], got '{r}'")
     groups = re.findall(r"\{([\d,\s]*)\}", r[1:-1])

@@ -109,3 +109,14 @@ def test_scan_honours_is_reverse(reverse, rng):
     want = np.cumsum(x[:, ::-1], axis=1)[:, ::-1] if reverse else np.cumsum(x, axis=1)
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(carry, x.sum(axis=1))
+
+
+def test_an_unknown_dialect_beside_chlo_is_refused_before_jaxlib_runs_it():
+    # jaxlib's context parses unregistered ops (for Kiln's check ops); anything else is refused
+    # with its location before a jaxlib pass sees it.
+    src = ("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+           "  %0 = chlo.erf %x : tensor<4xf32> -> tensor<4xf32>\n"
+           '  %1 = "foo.bar"(%0) : (tensor<4xf32>) -> tensor<4xf32>\n'
+           "  return %1 : tensor<4xf32>\n}\n")
+    with pytest.raises(kiln.KilnError, match=r"f\.mlir:3:8: 'foo\.bar' is not allowed in an input program"):
+        kiln.compile(src, filename="f.mlir")

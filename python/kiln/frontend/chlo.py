@@ -15,6 +15,7 @@ from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
 from ..errors import KilnError
+from ..lowering.trust import INPUT_DIALECTS
 from . import mlir as mlir_frontend
 
 # An op (not an attribute such as `mhlo.num_replicas`) of the dialect: pretty `chlo.erf %x`
@@ -62,13 +63,22 @@ def convert_through_jaxlib(text: str, ctx: ir.Context, filename: str, what: str,
     Kiln's `ctx` by way of a portable artifact."""
     jax_mlir, jir, jpm, jst = _jaxlib(what)
     jctx = jax_mlir.make_ir_context()
-    # Kiln's check ops and custom calls of other front ends are unregistered here as well.
+    # Kiln's check ops are unknown to jaxlib: its context parses unregistered ops, and any
+    # beyond the dialects an input may hold is refused before a pass of jaxlib's sees it.
     jctx.allow_unregistered_dialects = True
     with jctx:
         try:
             module = jir.Module.parse(text)
         except jir.MLIRError as exc:
             raise _jax_error(exc, filename, "cannot parse MLIR", text) from None
+        foreign = next((op for op in _walk(module.operation)
+                        if op.name.split(".")[0] not in INPUT_DIALECTS), None)
+        if foreign is not None:
+            from ..diagnostics import format_location
+            raise KilnError(f"'{foreign.name}' is not allowed in an input program",
+                            location=format_location(str(foreign.location), filename),
+                            hint="programs may hold only " + ", ".join(sorted(INPUT_DIALECTS - {"builtin"}))
+                                 + " ops (see the README's 'Untrusted programs')")
         if prepare is not None:
             prepare(module, jir)
         try:

@@ -226,8 +226,9 @@ def _register_kiln_passes() -> None:
     from . import (checks, dynamic_results, entry, fusion, guards, in_place, layouts, tuples,
                    verify)
     from .codegen import blas, fastmath, interrupts, parallel
+    from .codegen import invariant_loads
     from .legalize.convolutions import canonicalize_convolutions
-    from .codegen import loop_order, reductions, tiling
+    from .codegen import loop_order, reductions, rows, tiling
     from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
                            scalarize, scans, scatter, semantics, slicing, sort, top_k,
                            windows)
@@ -298,6 +299,9 @@ def _register_kiln_passes() -> None:
              "cumprod, cummax...) -> a linear scan", scans.lower_cumulative_windows)
     register("kiln-widen-unsigned-slice-starts", "clamp unsigned dynamic_slice / "
              "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts)
+    register("kiln-push-slices-into-producers", "slice(pad) / slice(concatenate) -> pad / "
+             "concatenate of slices: move only the kept elements",
+             slicing.push_slices_into_producers)
     register("kiln-widen-narrow-floats", "compute on 8/6/4-bit floats in f32, rounding results "
              "back", floats.widen_narrow_floats)
     register("kiln-lower-fft", "stablehlo.fft -> real StableHLO matrix products",
@@ -341,19 +345,27 @@ def _register_kiln_passes() -> None:
              "-> BLAS gemm/gemv calls", blas.blas_calls)
     register("kiln-order-loops", "permute linalg.generic dimensions so the innermost loop "
              "walks memory contiguously", loop_order.order_loops)
+    register("kiln-fuse-rows", "runs of row-wise linalg ops (softmax, norms) -> one loop "
+             "over blocks of rows, each block through every op while in cache", rows.fuse_rows)
     register("kiln-split-reductions", "large full reductions -> per-chunk partials on all "
              "cores, then one combine", reductions.split_reductions)
     register("kiln-parallelize", "large linalg.generics -> kiln_parallel_for over their "
              "outermost parallel loop, on all cores", parallel.parallelize)
     register("kiln-tile-transposes", "large transposing linalg.generics -> 2-D tiles, "
              "so reads and writes both stay in cache", tiling.tile_transposes)
-    register("kiln-approximate-math", "f32 math.exp/math.tanh -> vectorizable polynomial "
-             "approximations", fastmath.approximate_math)
+    register("kiln-approximate-math", "f32 exp/log/tanh/sin/cos/tan/log1p -> vectorizable "
+             "polynomial approximations", fastmath.approximate_math)
     register("kiln-reassociate-reductions", "mark float reductions reassoc so LLVM can "
              "vectorize them", fastmath.reassociate_reductions)
     register("kiln-copies-as-loops", "memref.copy between strided views -> linalg.copy",
              guards.copies_as_loops)
     register("kiln-reduction-loops", "linalg reductions with innermost reduction loops -> "
              "scf loops carrying the accumulators in registers", reductions.reduction_loops)
+    register("kiln-hoist-invariant-loads", "loads of read-only buffers (marked by "
+             "kiln-parallelize) out of loops they do not vary in",
+             invariant_loads.hoist_invariant_loads)
     register("kiln-interrupt-checks", "poll for Ctrl-C at the top of while loops and outer "
              "for loops", interrupts.insert_interrupt_checks)
+    # the GPU target's passes (lowering/gpu/)
+    from .gpu import register_passes as register_gpu_passes
+    register_gpu_passes(register)

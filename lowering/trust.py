@@ -35,6 +35,9 @@ RUNTIME_SYMBOLS = frozenset({
     "kiln_custom_call", "kiln_parallel_for", "kiln_check_interrupt",
     # bf16 and 8-bit matrix products (runtime/kiln_gemm.c)
     "kiln_gemm_bf16_f32", "kiln_gemm_i8_i32",
+    "kiln_sgemv",   # large f32 matrix-vector products (runtime/kiln_gemv.c)
+    "kiln_sgemm_small",   # f32 products with few rows (runtime/kiln_sgemm_small.c)
+    "kiln_blas_set_threads",   # OpenBLAS on the calling thread only (runtime/kiln_parallel.c)
     "_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free",
     "_mlir_memref_to_llvm_aligned_alloc",
     # Soft-float conversions compiler-rt would provide (runtime/kiln_runtime.c).

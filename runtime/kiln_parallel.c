@@ -295,3 +295,36 @@ void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
   pthread_mutex_unlock(&job_lock);
   pthread_mutex_unlock(&par_lock);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * OpenBLAS on the calling thread only, for the BLAS calls Kiln's generated code keeps off
+ * OpenBLAS's own threads (small products; each chunk of a convolution plan on Kiln's pool).
+ * Generated code calls `prev = kiln_blas_set_threads(1)` before and
+ * `kiln_blas_set_threads(prev)` after. `openblas_set_num_threads_local` changes the
+ * process-wide count in the OpenBLAS that numpy bundles, so pool chunks or device threads
+ * saving and restoring it each on their own race, and left it at 1 for the whole process
+ * (a transformer ran 44 -> 62 ms after a conv net had run). Here the scopes are counted:
+ * the first to enter saves the count, every one sets 1 (the setting may be per thread), the
+ * last to leave restores it. Entering returns KILN_BLAS_LEAVE, which leaves when passed back. */
+typedef int (*kiln_blas_threads_fn)(int);
+static kiln_blas_threads_fn blas_set_threads_local;   /* bound by KilnBindBlasThreads */
+static pthread_mutex_t blas_threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_scopes = 0, blas_saved_threads = 0;
+#define KILN_BLAS_LEAVE (-1)
+
+void KilnBindBlasThreads(void* set_num_threads_local) {
+  blas_set_threads_local = (kiln_blas_threads_fn)set_num_threads_local;
+}
+
+int32_t kiln_blas_set_threads(int32_t threads) {
+  if (!blas_set_threads_local) return KILN_BLAS_LEAVE;
+  pthread_mutex_lock(&blas_threads_lock);
+  if (threads == KILN_BLAS_LEAVE) {
+    if (blas_scopes > 0 && --blas_scopes == 0) blas_set_threads_local(blas_saved_threads);
+  } else {
+    int previous = blas_set_threads_local(threads);
+    if (blas_scopes++ == 0) blas_saved_threads = previous;
+  }
+  pthread_mutex_unlock(&blas_threads_lock);
+  return KILN_BLAS_LEAVE;
+}

@@ -20,7 +20,8 @@ OpenBLAS, products stay loop nests.
   operand), any batch dims, static shapes and strides, where each matrix has a unit stride on
   one side, becomes loops over the batch dims around one `cblas_?gemm` call (a column-major
   result is computed as C^T = B^T A^T), or `cblas_?gemv` where M or N is 1 (matrix-vector
-  products, batch-1 layers). Complex alpha and beta go by address. A `linalg.fill` of 0.0
+  products, batch-1 layers; a large f32 one calls the runtime's `kiln_sgemv` instead,
+  runtime/kiln_gemv.c). Complex alpha and beta go by address. A `linalg.fill` of 0.0
   right before it on the same output becomes beta = 0. A bf16 or 8-bit product in kernel
   form, with M and N above 1, becomes the same loops around the runtime's `kiln_gemm_*`
   (runtime/kiln_gemm.c; operands by element strides, a zero fill before it as C = A B).
@@ -41,8 +42,9 @@ from . import builders, products
 from ...dialects import kiln as names
 # Which BLAS, and the names generated code calls it by: runtime/libraries.py (loading compiled
 # code needs them too, without the compiler).
-from ...runtime.libraries import (_GEMM, _SET_THREADS, Blas, amx_products, blas,  # noqa: F401
-                                  blas_library, has_routine, jit_symbols, thread_control)
+from ...runtime.libraries import (_GEMM, _SET_THREADS, SGEMM_SMALL_F32, SGEMV_F32,  # noqa: F401
+                                  Blas, amx_products, blas, blas_library, has_routine,
+                                  jit_symbols, thread_control)
 
 # Below this many multiply-adds a loop nest is as fast as a library call and keeps small
 # programs (most of the conformance suite) on the plain path. Measured on the 2-core VM, per
@@ -614,13 +616,32 @@ def _build_parallel_conv_function(module: ir.Module, symbols: ir.SymbolTable, pl
         func.CallOp([], ir.FlatSymbolRefAttr.get(_PARALLEL_FOR), [callee, ctx, const(extent, i64)])
 
 
+# f32 products in a loop body (a scan's step), with at most this many rows, a B of at most
+# SMALL_B elements in row-major order, and enough work for OpenBLAS to thread them
+# (PARALLEL_MACS) go to the runtime's `kiln_sgemm_small` (runtime/kiln_sgemm_small.c), which
+# reads B in place instead of packing it and runs such a step on the calling thread. OpenBLAS
+# hands half of it to a spinning thread: as fast on an idle machine (rnn_scan's 200 steps of
+# 32 x 256 @ 256 x 256: 12.6 ms through OpenBLAS, 14 ms here), 12x slower whenever the cores
+# have other work (200-290 ms against 17 ms on the loaded 2-core VM). Smaller products run on
+# one thread in OpenBLAS as before, and so do products outside loops, called once. 0 turns the
+# route off.
+SMALL_M = 64
+SMALL_B = 1 << 18
+
+
 def _routine(plan) -> str:
     """"gemv" where one side of the product is a vector (OpenBLAS's gemm with n = 1 runs at
-    half gemv's speed or less: a 4096^2 matrix-vector product 5.9 ms against 2.4 ms), else
-    "gemm"."""
+    half gemv's speed or less: a 4096^2 matrix-vector product 5.9 ms against 2.4 ms),
+    "small" for an f32 product with few rows (SMALL_M), else "gemm"."""
     if (plan["M"] == 1 or plan["N"] == 1) and not plan.get("accumulates") \
             and has_routine(plan["kind"], "gemv"):
         return "gemv"
+    (_, tb, _) = plan["B"]
+    if plan.get("in_loop") and plan["kind"] == "f32" and plan["M"] <= SMALL_M and not tb \
+            and plan["K"] * plan["N"] <= SMALL_B \
+            and plan["M"] * plan["N"] * plan["K"] >= PARALLEL_MACS \
+            and not plan.get("accumulates") and not plan.get("parallel"):
+        return "small"
     return "gemm"
 
 
@@ -630,6 +651,12 @@ def _call_arguments(plan, routine: str, pointers, alpha, beta, enum, n) -> list[
     (_, ta, lda), (_, tb, ldb) = plan["A"], plan["B"]
     pa, pb, pc = pointers
     M, N, K = plan["M"], plan["N"], plan["K"]
+    if routine == "small":
+        # kiln_sgemm_small(M, N, K, A, a_row, a_col, B, ldb, C, ldc, accumulate): element
+        # strides, B and C row-major; beta is 0 or 1
+        a_row, a_col = (1, lda) if ta else (lda, 1)
+        return [n(M), n(N), n(K), pa, n(a_row), n(a_col), pb, n(ldb), pc, n(plan["ldc"]),
+                enum(0 if _zero_constant(beta, any_sign=False) else 1)]
     if routine == "gemm":
         return [enum(_ROW_MAJOR), enum(_TRANS if ta else _NO_TRANS),
                 enum(_TRANS if tb else _NO_TRANS), n(M), n(N), n(K), alpha, pa, n(lda), pb,
@@ -684,7 +711,6 @@ def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name:
     """A private function `name` doing the contraction with `cblas_?gemm` (or `?gemv`) calls
     (on the calling thread only if `one_thread`), taking the op's operands in the op's order
     (BLAS's A and B may be swapped). Built at the module's end, with the current location."""
-    lib = blas()
     et = plan["kind"]
     size = _BYTES[et]
     (a, _, _), (b, _, _), c = plan["A"], plan["B"], plan["C"]
@@ -705,11 +731,12 @@ def _build_gemm_function(module: ir.Module, symbols: ir.SymbolTable, plan, name:
     inner = _batch_loops(plan["batch"], ir.InsertionPoint(ret), base,
                          {id(o): size for o in (a, b, c)}, const)
     enum = lambda v: const(v, builders.i32())  # noqa: E731 - CBLAS enums are C ints
-    n = lambda v: const(v, _blasint(lib))  # noqa: E731 - sizes are blasint
     routine = _routine(plan)
+    callee, size_type = _callee(plan, routine)
+    n = lambda v: const(v, size_type)  # noqa: E731 - sizes are blasint (or the kernel's i64)
     with inner:
         pointers = [builders.as_pointer(base[id(o)]) for o in (a, b, c)]
-        func.CallOp([], ir.FlatSymbolRefAttr.get(lib.gemm(et, routine)),
+        func.CallOp([], ir.FlatSymbolRefAttr.get(callee),
                     _call_arguments(plan, routine, pointers, alpha, beta_value, enum, n))
     if one_thread:
         with ir.InsertionPoint(ret):
@@ -720,19 +747,47 @@ def _element(et: str) -> ir.Type:
     return ir.F32Type.get() if et == "f32" else ir.F64Type.get()
 
 
+def _callee(plan, routine: str) -> tuple[str, ir.Type]:
+    """The function a plan's `routine` call goes to, and the type it takes sizes in: a large
+    f32 matrix-vector product goes to the runtime's `kiln_sgemv` (runtime/kiln_gemv.c: the
+    same interface, int64 sizes), everything else to the library. (The matrix is streamed once,
+    which takes both cores; OpenBLAS's spinning hand-off between them loses 2-4x whenever
+    anything else is runnable, the runtime's pool sleeps instead. Below PARALLEL_MACS both run
+    on one thread and the library's kernel is as fast.)"""
+    if routine == "gemv" and plan["kind"] == "f32" \
+            and plan["M"] * plan["N"] * plan["K"] >= PARALLEL_MACS:
+        return SGEMV_F32, builders.i64()
+    if routine == "small":
+        return SGEMM_SMALL_F32, builders.i64()
+    lib = blas()
+    return lib.gemm(plan["kind"], routine), _blasint(lib)
+
+
 def _blasint(lib: Blas) -> ir.Type:
     return builders.i32() if lib.int_type == "i32" else builders.i64()
 
 
-def _gemm_signature(et: str, lib: Blas, routine: str = "gemm") -> list[ir.Type]:
+def _gemm_signature(et: str, size_type: ir.Type, routine: str = "gemm") -> list[ir.Type]:
     """cblas_?gemm(order, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) or
     cblas_?gemv(order, trans, M, N, alpha, A, lda, x, incx, beta, y, incy); complex alpha and
-    beta are passed by address."""
-    n, i32, ptr = _blasint(lib), builders.i32(), builders.pointer()
+    beta are passed by address. ("small": kiln_sgemm_small's, see `_call_arguments`.)"""
+    n, i32, ptr = size_type, builders.i32(), builders.pointer()
     e = _element(et) if et in _REAL else ptr
+    if routine == "small":
+        return [n, n, n, ptr, n, n, ptr, n, ptr, n, i32]
     if routine == "gemv":
         return [i32, i32, n, n, e, ptr, n, ptr, n, e, ptr, n]
     return [i32, i32, i32, n, n, n, e, ptr, n, ptr, n, e, ptr, n]
+
+
+def _in_loop(op: ir.Operation) -> bool:
+    """Whether `op` runs in a loop body (called again on every iteration)."""
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        if parent.name in ("scf.while", "scf.for", "scf.forall", "scf.parallel"):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _zero_fill_before(op: ir.Operation, out: ir.Value):
@@ -760,20 +815,22 @@ def blas_calls(module: ir.Module) -> None:
         if isinstance(plan["kind"], products.KernelProduct):
             _kernel_call(module, symbols, op, plan, n)
             continue
+        plan["in_loop"] = _in_loop(op)
         # a convolution accumulates over the window: its zero fill must stay
         fill = None if plan.get("accumulates") else _zero_fill_before(op, plan["C"].value)
         name = builders.unique_symbol(symbols, f"kiln_gemm_{n}")
-        lib = blas()
         et = plan["kind"]
-        one_thread = thread_control() and (plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
-                                           or plan.get("accumulates", False))
+        one_thread = thread_control() and _routine(plan) != "small" \
+            and (plan["M"] * plan["N"] * plan["K"] < PARALLEL_MACS
+                 or plan.get("accumulates", False))
         with op.location:
             build = _build_parallel_conv_function if plan.get("parallel") \
                 else _build_gemm_function
             build(module, symbols, plan, name, 0.0 if fill is not None else 1.0, one_thread)
             routine = _routine(plan)
-            builders.declare_external(module, symbols, lib.gemm(et, routine),
-                                      _gemm_signature(et, lib, routine))
+            callee, size_type = _callee(plan, routine)
+            builders.declare_external(module, symbols, callee,
+                                      _gemm_signature(et, size_type, routine))
             if one_thread:
                 builders.declare_external(module, symbols, _SET_THREADS, [builders.i32()],
                                           [builders.i32()])

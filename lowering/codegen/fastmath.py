@@ -1,17 +1,21 @@
-"""Vectorizable f32 exp/tanh/log/log1p and reassociable reductions (what XLA:CPU does).
+"""Vectorizable f32 exp/tanh/log/log1p/sin/cos/tan and reassociable reductions (what XLA:CPU
+does).
 
 LLVM lowers `math.exp`/`math.tanh` to libm calls, one element at a time, which also keeps
 the loop vectorizer away from the whole loop (gelu over 4M elements: ~70 ms, XLA ~4 ms).
 XLA:CPU instead emits polynomial approximations as plain arithmetic; so does this pass, for
-f32 scalars in linalg bodies, with the well-known Cephes expf and tanhf kernels, keeping
-IEEE special cases exact: NaN in -> NaN out, exp(+inf) = inf, exp(-inf) = 0, overflow to
-inf and gradual underflow to subnormals; tanh(+-inf) = +-1, tanh(-0.0) = -0.0. Measured:
-exp within 1 ulp, tanh within 1.2 ulp of the true value over [-110, 95].
+f32 scalars in linalg bodies. exp is the well-known Cephes expf kernel, keeping IEEE special
+cases exact: NaN in -> NaN out, exp(+inf) = inf, exp(-inf) = 0, overflow to inf and gradual
+underflow to subnormals; measured within 1 ulp over [-110, 95].
 
 log (Cephes logf, subnormal inputs scaled first) keeps log(+-0) = -inf, log(x < 0) = NaN,
-log(+inf) = inf; log1p is log(u) + (x - (u - 1)) / u with u = 1 + x (exact for tiny x, -0.0 and
-subnormals, -1 -> -inf). Also the libm `log1pf` calls kiln-accurate-libm-calls makes.
-Measured ulp errors: tests/py/test_fastmath_log.py.
+log(+inf) = inf. Measured ulp errors: tests/py/test_fastmath_log.py.
+
+tanh, sin/cos/tan and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are
+evaluated in f64 (widened.py): a rational tanh, sin/cos/tan with exact table-driven range
+reduction, log1p by atanh's series; each within 0.503 ulp over every f32 input (measured;
+tests/py/test_fastmath_trig.py, test_fastmath_log.py, test_codegen_fastmath.py). tanh keeps
+tanh(+-inf) = +-1, tanh(-0.0) = -0.0.
 
 Reductions: StableHLO leaves the order of a reduce's combinations to the implementation, so
 the accumulating `arith.addf`/`mulf`/`maximumf`/`minimumf` of a linalg reduction gets the
@@ -22,15 +26,12 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, math
 
+from . import widened
 from .builders import fastmath
 
 # Cephes expf: exp(x) = 2^m * exp(r), r = x - m ln2 in [-ln2/2, ln2/2], ln2 = C1 + C2.
 _EXP_POLY = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
              1.6666665459e-1, 5.0000001201e-1]
-# Cephes tanhf's odd polynomial for |x| < 0.625.
-_TANH_POLY = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
-              -3.33332819422e-1]
-_TANH_SPLIT = 0.625
 # Cephes logf: log(1 + m) = m - m^2/2 + m^3 P(m) for m in [sqrt(1/2) - 1, sqrt(2) - 1].
 _LOG_POLY = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
              1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
@@ -96,19 +97,6 @@ def _exp(b: _Builder, x):
     return b.select(b.cmp(_UNO, x, x), x, result)
 
 
-def _tanh(b: _Builder, x):
-    # Cephes tanhf: x + x^3 P(x^2) below 0.625 (exact for tiny x and -0.0); above,
-    # 1 - 2/(exp(2|x|) + 1), which has no cancellation as the result nears +-1 and
-    # saturates to exactly +-1 (exp overflows to inf for |x| > 44, NaN stays NaN).
-    x2 = b.mul(x, x)
-    small = b.fma(b.mul(b.mul(b.horner(x2, _TANH_POLY), x2), x), b.c(1.0), x)
-    ax = math.absf(x)
-    e = _exp(b, b.add(ax, ax))
-    big = b.sub(b.c(1.0), b.div(b.c(2.0), b.add(e, b.c(1.0))))
-    # tanh is odd: the sign of x (also for -0.0, where x + x^3 P rounds to +0.0)
-    return math.copysign(b.select(b.cmp(_OLT, ax, b.c(_TANH_SPLIT)), small, big), x)
-
-
 def _log(b: _Builder, x):
     # x = 2^e * (1 + m), 1 + m in [sqrt(1/2), sqrt(2)), from the bits; subnormals are
     # scaled by 2^23 first so that their exponent field is not zero.
@@ -135,29 +123,25 @@ def _log(b: _Builder, x):
     return b.select(b.cmp(_ULT, x, b.c(0.0)), b.c(float("nan")), r)
 
 
-def _log1p(b: _Builder, x):
-    # u = 1 + x rounds off c = x - (u - 1) (exactly representable); log(1 + x) =
-    # log(u) + log(1 + c/u) ~ log(u) + c/u, which keeps every digit for tiny x too.
-    u = b.add(x, b.c(1.0))
-    c = b.sub(x, b.sub(u, b.c(1.0)))
-    scaled = b.add(_log(b, u), b.div(c, u))
-    # u == 1: x itself (also -0.0 and subnormals); x = +inf: inf (not inf + -inf/inf);
-    # x = -1: -inf (not -inf + 0/0).
-    r = b.select(b.cmp(_OEQ, u, b.c(1.0)), x, scaled)
-    r = b.select(b.cmp(_OEQ, u, b.c(0.0)), b.c(float("-inf")), r)
-    return b.select(b.cmp(_OEQ, x, b.c(float("inf"))), x, r)
+def _widened(kernel):
+    """A kernel of widened.py (evaluated in f64; sin/cos/tan declare a table in `b.symbols`)."""
+    return lambda b, x: kernel(b.symbols, x)
 
 
-# log1p is not among them: its 1.4 ulp (against libm's 1) put complex log1p 4 ULPs off where
-# the StableHLO testdata allow 3 (log1p_complex64_20_20); `_log1p` stays for a more accurate
-# form.
-_APPROX = {"math.exp": _exp, "math.tanh": _tanh, "math.log": _log}
+# tanh, sin/cos/tan and log1p are evaluated in f64 (widened.py): within 0.5 ulp + a hair,
+# which complex log1p needs (the StableHLO testdata allow it 3 ULPs, and an f32 log1p at
+# 1.4 ulp put it at 4: log1p_complex64_20_20); tanh's rational form in f64 also takes half the
+# instructions of Cephes' exp-based f32 tanh.
+_APPROX = {"math.exp": _exp, "math.tanh": _widened(widened.tanh), "math.log": _log,
+           "math.sin": _widened(widened.sin), "math.cos": _widened(widened.cos),
+           "math.tan": _widened(widened.tan), "math.log1p": _widened(widened.log1p)}
 # libm calls kiln-accurate-libm-calls made of math ops (f32 only here)
-_CALLS: dict = {}
+_CALLS = {"log1pf": _widened(widened.log1p)}
 
 
 def approximate_math(module: ir.Module) -> None:
-    """Replace f32 scalar math.exp / math.tanh with the approximations above."""
+    """Replace f32 scalar math.exp/tanh/log/sin/cos/tan and log1pf calls with the
+    approximations above."""
     todo = []
     f32 = ir.F32Type.get()
 
@@ -169,9 +153,19 @@ def approximate_math(module: ir.Module) -> None:
     module.operation.walk(visit)
     for op in todo:
         with ir.InsertionPoint(op), op.location:
-            value = _approximation(op)(_Builder(), op.operands[0])
+            builder = _Builder()
+            builder.symbols = _enclosing_module(op)
+            value = _approximation(op)(builder, op.operands[0])
         op.results[0].replace_all_uses_with(value)
         op.erase()
+
+
+def _enclosing_module(op: ir.Operation) -> ir.Block:
+    """The body of the module around `op`: the symbol table its functions' globals go in."""
+    parent = op.parent
+    while parent.name != "builtin.module":
+        parent = parent.parent
+    return parent.regions[0].blocks[0]
 
 
 def _approximation(op: ir.Operation):

@@ -75,7 +75,7 @@ def _run_case(source: str, filename: str, entry: str | None) -> CaseResult:
         failed = [o for o in outcomes if not o.passed]
         return CaseResult("main", not failed, str(failed[0]) if failed else
                           f"{len(outcomes)} checks over several devices")
-    exe = kiln.compile(source, entry=entry, filename=filename)
+    exe = kiln.compile(source, entry=entry, filename=filename, **_TARGET)
     inputs = _generated_inputs(exe)
     outputs, outcomes = exe.run_checks(*inputs)
     name = entry or exe.entry
@@ -208,10 +208,19 @@ def _signal_name(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def run(paths: list[str], jobs: int = 1, timeout: float = 120.0, report=print) -> list[FileResult]:
+# The target the cases compile for (`kiln conformance --target`), inherited by the forked
+# children; empty: kiln.compile's default.
+_TARGET: dict = {}
+
+
+def run(paths: list[str], jobs: int = 1, timeout: float = 120.0, report=print,
+        target: str | None = None) -> list[FileResult]:
     """Run every file, `jobs` at a time, each in a process forked from this warm interpreter
     (MLIR is imported once); results come back in file order."""
     from multiprocessing.connection import wait
+    _TARGET.clear()
+    if target:
+        _TARGET["target"] = target
 
     import kiln  # noqa: F401  (warm the import before forking)
     files = [str(f) for f in discover(paths)]

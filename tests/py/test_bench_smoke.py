@@ -130,3 +130,26 @@ def test_compile_time_cli_lists_every_program(capsys):
     assert [w.name for w in WORKLOADS] == out[:len(WORKLOADS)]
     assert [f"export/{p.name}" for p in JAX_PROGRAMS] == out[len(WORKLOADS):]
     assert main(["bench", "--compile-time", "no_such_program"]) == 1
+
+
+def test_memory_counts_what_a_call_makes_resident():
+    # gelu's output is 4M f32 = 16 MB: a first call in a fresh process must make at least
+    # that resident, on both peers; the memory table shows the pair.
+    from kiln.bench import memory
+    from kiln.bench.workloads import by_name
+    (gelu,) = by_name(["gelu"])
+    kiln_r, xla_r = memory.measure(gelu, "kiln"), memory.measure(gelu, "xla")
+    assert "error" not in kiln_r and "error" not in xla_r, (kiln_r, xla_r)
+    assert kiln_r["io_mb"] == pytest.approx(16.0)
+    assert kiln_r["first_call_mb"] >= 15.0 and xla_r["first_call_mb"] >= 15.0
+    assert kiln_r["static_temp_mb"] >= 0 and xla_r["static_temp_mb"] >= 0
+    text = memory.table([(kiln_r, xla_r)])
+    assert text.splitlines()[2].startswith("gelu") and "geomean kiln/xla" in text
+
+
+def test_memory_reports_a_failing_child_as_an_error():
+    from kiln.bench import memory
+    from kiln.bench.workloads import by_name
+    (gelu,) = by_name(["gelu"])
+    result = memory.measure(gelu, "numpy")   # --memory measures kiln and xla only
+    assert "kiln and xla" in result["error"]

@@ -411,3 +411,47 @@ func.func @main(%x: tensor<64x256xi8>, %w: tensor<256x128xi8>, %s: tensor<128xf3
     s = rng.random(128).astype(np.float32)
     want = np.maximum(wrapped(x, w, np.int32).astype(np.float32) * s, 0)
     np.testing.assert_array_equal(exe(x, w, s)[0], want)
+
+
+def _blas_thread_count():
+    import ctypes
+    from kiln.runtime.libraries import blas
+    lib = ctypes.CDLL(blas().path)
+    getter = next(getattr(lib, n) for n in ("openblas_get_num_threads",
+                                            "scipy_openblas_get_num_threads64_",
+                                            "openblas_get_num_threads64_") if hasattr(lib, n))
+    return getter()
+
+
+def test_one_thread_blas_scopes_leave_the_thread_count_as_they_found_it():
+    # A convolution plan runs its per-row gemms on Kiln's pool, each chunk keeping OpenBLAS
+    # on its own thread. The count is process-wide in numpy's OpenBLAS: concurrent chunks
+    # (and several calling threads) once left it at 1, slowing every later product.
+    import threading
+    import jax
+    import jax.numpy as jnp
+    from kiln.runtime.libraries import thread_control
+    if not thread_control():
+        pytest.fail("numpy's OpenBLAS exports openblas_set_num_threads_local; Kiln should bind it")
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 28, 28, 32)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 32, 32)).astype(np.float32)
+    exe = kiln.compile(jax.jit(conv).lower(x, w).as_text())
+    codegen = exe.ir("codegen")
+    assert "kiln_parallel_for" in codegen and "kiln_blas_set_threads" in codegen
+    before = _blas_thread_count()
+    want = np.asarray(conv(x, w))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(exe(x, w)[0])) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert _blas_thread_count() == before

@@ -17,8 +17,9 @@ def ulps(got, want64):
     return np.abs(got.astype(np.float64) - want64) / spacing
 
 
+# tanh is evaluated in f64 (widened.py): correctly rounded but within 2^-8 ulp of a tie
 @pytest.mark.parametrize("op,ref,max_ulp", [("stablehlo.exponential", np.exp, 2),
-                                            ("stablehlo.tanh", np.tanh, 2)])
+                                            ("stablehlo.tanh", np.tanh, 0.505)])
 def test_accuracy_over_range(op, ref, max_ulp):
     x = np.linspace(-110, 95, 400_001, dtype=np.float32)
     exe = kiln.compile(unary(op, f"tensor<{x.size}xf32>"))

@@ -96,3 +96,47 @@ func.func @main(%x: tensor<1024x1024xf32>, %s: tensor<64xf32>) -> (tensor<1024xf
     rows, small = exe(x, s)
     np.testing.assert_allclose(rows, x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(small, np.exp(s), rtol=1e-6)
+
+
+# A while loop whose body works on a large array (threefry's rounds, an iterative solver's
+# step): the body's ops are outlined too, their ctx in the entry block, so that many
+# iterations do not grow the stack.
+LOOP = """
+func.func @main(%x: tensor<512x1024xf32>, %n: tensor<i32>) -> tensor<512x1024xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %half = stablehlo.constant dense<0.5> : tensor<512x1024xf32>
+  %r:2 = stablehlo.while(%i = %c0, %acc = %x) : tensor<i32>, tensor<512x1024xf32>
+   cond {
+    %lt = stablehlo.compare LT, %i, %n : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  } do {
+    %next = stablehlo.add %i, %c1 : tensor<i32>
+    %s = stablehlo.sine %acc : tensor<512x1024xf32>
+    %m = stablehlo.multiply %s, %half : tensor<512x1024xf32>
+    %a = stablehlo.add %m, %acc : tensor<512x1024xf32>
+    stablehlo.return %next, %a : tensor<i32>, tensor<512x1024xf32>
+  }
+  return %r#1 : tensor<512x1024xf32>
+}"""
+
+
+def test_loop_bodies_are_outlined_and_match_serial(rng, monkeypatch):
+    monkeypatch.setenv("KILN_COMPILE_IN_PROCESS", "1")
+    monkeypatch.setenv("KILN_CACHE", "0")
+    par, ser, ser_ir = both(LOOP)
+    par_ir = par.ir("codegen")
+    loop = par_ir[par_ir.index("scf.while"):]
+    body = loop[:loop.index("\n    return")]
+    assert "kiln_parallel_for" in body and "memref.alloca" not in body
+    assert "kiln_parallel_for" not in ser_ir
+    x = rng.standard_normal((512, 1024)).astype(np.float32)
+    # 3,000 iterations: an alloca per iteration would take 3,000 ctx slots of stack
+    n = np.array(3000, np.int32)
+    (got,), (want,) = par(x, n), ser(x, n)
+    np.testing.assert_array_equal(got, want)
+    expect = x.astype(np.float64)
+    for _ in range(3):
+        expect = np.sin(expect) * 0.5 + expect
+    (three,) = par(x, np.array(3, np.int32))
+    np.testing.assert_allclose(three, expect, rtol=1e-5, atol=1e-5)

@@ -74,7 +74,7 @@ def test_reduce_each_axis(shape, dtype):
                          ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("n", [(1 << 18) + 13, 3 * 7 * 12289, 1 << 19])
 def test_full_reductions_split_over_cores(n, dtype):
-    """Above reductions.MIN_ELEMENTS, with a tail past the last whole chunk."""
+    """Above reductions.CPU_SPLIT.min_elements, with a tail past the last whole chunk."""
     x = data((n,), dtype)
     if dtype == np.int8:
         check(run(lambda a: jnp.sum(a, dtype=a.dtype), x), x.sum(dtype=np.int8), dtype)

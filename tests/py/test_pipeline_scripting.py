@@ -133,7 +133,8 @@ def test_unknown_names_are_errors_naming_close_passes():
 def test_registry_lists_every_kiln_pass_of_the_pipeline():
     registered = {p.name for p in passes()}
     assert len(registered) >= 30 and all(name.startswith("kiln-") for name in registered)
-    in_pipeline = {str(step).split("{")[0] for stage in get_target("cpu").stages(None)
+    in_pipeline = {str(step).split("{")[0] for target in ("cpu", "gpu")
+                   for stage in get_target(target).stages(None)
                    for step in stage.steps if str(step).startswith("kiln-")}
     assert in_pipeline <= registered
     # Only kiln-flatten-entry-tuples runs outside the stages (when the program is imported).
@@ -169,6 +170,8 @@ def test_every_pass_runs_on_any_module_and_leaves_it_alone_when_there_is_nothing
         Pipeline([registered.name]).run(module)
         if registered.name == "kiln-emit-c-interface" and "@main" in text:
             assert "llvm.emit_c_interface" in str(module)  # an entry always gets one
+        elif registered.name == "kiln-gpu-count-inputs" and "@main" in text:
+            assert "kiln.gpu.inputs = 1" in str(module)  # and, for the GPU, its input count
         else:
             assert str(module) == before, registered.name
 

@@ -24,6 +24,10 @@ def add_parser(sub) -> None:
     bench.add_argument("--collectives", action="store_true",
                        help="measure a large all_reduce between 2 devices instead: Kiln (threads, "
                             "mpiexec) against JAX (threads, gloo), one run")
+    bench.add_argument("--memory", action="store_true",
+                       help="measure memory instead: what a call adds to the resident size, Kiln "
+                            "beside XLA:CPU, each in a fresh process (default: the workloads "
+                            "with 8 MB or more of inputs and outputs)")
     bench.add_argument("--size-mb", type=float, default=64.0,
                        help="--collectives: the all_reduce's size in MB")
     bench.add_argument("--rounds", type=int, default=3,
@@ -62,6 +66,8 @@ def run(args) -> int:
             with open(args.json, "w") as f:
                 json.dump({"machine": machine(), **results}, f, indent=1)
         return 0
+    if args.memory:
+        return run_memory(args)
     if args.list:
         for w in WORKLOADS:
             print(f"{w.name:12} {w.note}")
@@ -115,4 +121,27 @@ def run_compile_time(args) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(compile_time.to_json(results, info, args.rounds, options), f, indent=1)
+    return 0
+
+
+def run_memory(args) -> int:
+    from ..bench import memory
+    from ..bench.workloads import by_name
+    selected = by_name(args.workloads) if args.workloads else memory.big(by_name(None))
+    info = machine()
+    print(f"kiln bench --memory: {info['cpu']}, {info['cores']} cores, {info['date']}; "
+          f"{len(selected)} workloads, a fresh process per workload and peer", flush=True)
+    results = []
+    for w in selected:
+        pair = (memory.measure(w, "kiln"), memory.measure(w, "xla"))
+        for r in pair:
+            shown = r.get("error") or f"first call {r['first_call_mb']:.1f} MB"
+            print(f"[{w.name}] {r['peer']}: {shown}", flush=True)
+        results.append(pair)
+    print()
+    print(memory.table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": info, "memory": [{"kiln": k, "xla": x} for k, x in results]},
+                      f, indent=1)
     return 0

@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     conf.add_argument("--jobs", "-j", type=int, default=1)
     conf.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
     conf.add_argument("--json", help="write a JSON report here")
+    conf.add_argument("--target", help="compile the programs for this target (default: cpu; "
+                      "gpu-emulator runs them through the whole GPU pipeline on the CPU)")
 
     from . import bench
     bench.add_parser(sub)
@@ -80,12 +82,15 @@ def _add_compile_flags(command) -> None:
                               "(with --dump-dir)")
     command.add_argument("--timing", action="store_true",
                          help="print the time of each stage and pass on stderr (like -mlir-timing)")
+    command.add_argument("--gpu-arch", help="with --target gpu/gpu-emulator: the NVIDIA "
+                         "architecture (sm_80, sm_90; default sm_90)")
 
 
 def _compile_options(args) -> dict:
     return {name: value for name, value in (("dump_dir", args.dump_dir),
                                             ("dump_pass_regex", args.dump_pass_regex),
-                                            ("timing", args.timing)) if value}
+                                            ("timing", args.timing),
+                                            ("gpu_arch", args.gpu_arch)) if value}
 
 
 def _parse_arg_shapes(text: str) -> list[tuple[tuple[int, ...], ...]]:
@@ -224,7 +229,7 @@ def _is_executable(path: str) -> bool:
 def _conformance(args) -> int:
     from .. import conformance
     results = conformance.run(args.paths, jobs=args.jobs, timeout=args.timeout,
-                              report=lambda line: print(line, flush=True))
+                              report=lambda line: print(line, flush=True), target=args.target)
     if args.json:
         conformance.write_json(results, args.json)
     print(conformance.summary(results))

@@ -26,6 +26,7 @@ def main(argv=None) -> int:
     group.add_argument("--list-passes", action="store_true",
                        help="print every registered Kiln pass with its summary")
     parser.add_argument("--target", default="cpu")
+    parser.add_argument("--gpu-arch", help="with --target gpu: sm_80, sm_90 (default sm_90)")
     parser.add_argument("--entry", help="entry function (default: main or the only public one)")
     parser.add_argument("--dump-dir", help="write the input and the IR after every stage (with "
                         "--stage) or after the passes (with --pass/--pass-pipeline) here "
@@ -120,7 +121,10 @@ def _one(source, filename: str, args) -> str:
         return str(module)
     from ..driver import Executable
     from ..targets import get_target
-    exe = Executable(module, get_target(args.target), args.entry, filename, compile_now=False)
+    target = get_target(args.target, **({"gpu_arch": args.gpu_arch} if args.gpu_arch else {}))
+    exe = Executable(module, target, args.entry, filename, compile_now=False)
+    if args.stage in getattr(target, "artifact_stages", ()):  # e.g. the GPU target's ptx
+        return target.artifact_text(exe, args.stage)
     if not (args.timing or args.dump_dir or args.dump_pass_regex):
         return exe.ir(args.stage)
     if args.stage not in exe.stage_names():

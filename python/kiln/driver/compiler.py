@@ -183,6 +183,8 @@ def compile_artifact(request: CompileRequest, progress: ProgressHook | None = No
     start = time.perf_counter()
     code = target.emit(module, entry)
     timings.append(StageTiming("llvm", time.perf_counter() - start))
+    if plan_json is None and hasattr(target, "gpu_plan"):  # GPU: the plan is in the code
+        plan_json = plan.to_json(*plan.from_gpu(target.gpu_plan(code.code), len(results)))
     return Artifact(target.name, entry, code.symbol, code.code, code.externals, sites, results,
                     sources, len(sources) if user_results is None else user_results, checks,
                     dimension_values, host_cpu(), kiln_build(), timings, plan_json)

@@ -110,6 +110,11 @@ class Executable:
         return self._plan(arg_shapes)[1]
 
     def _plan(self, arg_shapes):
+        if hasattr(self.target, "gpu_plan"):  # GPU targets: the plan their compiled code holds
+            shapes = tuple(tuple(s) for s in arg_shapes) if arg_shapes and None not in arg_shapes \
+                else tuple(s.shape for s in self.arg_specs)
+            code = self._compiled_for(shapes).artifact.code
+            return plan.from_gpu(self.target.gpu_plan(code), len(self.result_specs))
         if "codegen" not in self.stage_names():
             raise KilnError(f"target '{self.target.name}' has no 'codegen' stage to plan from",
                             hint="stages: " + ", ".join(self.stage_names()))

@@ -496,3 +496,52 @@ def _pack_saved(buffers: list[Buffer]) -> int:
     """The arena size of temporaries whose offsets were already assigned."""
     temps = [b for b in buffers if b.kind == "temp"]
     return max((b.offset + b.size for b in temps), default=0)
+
+
+# -- the GPU targets' plan ---------------------------------------------------------------------
+
+def from_gpu(gpu_plan: dict, num_results: int) -> tuple[BufferAssignment, ThunkSequence]:
+    """The plan of a GPU program (lowering/gpu/host.py's JSON) in this data model: device
+    buffers, and one `kernel-launch` thunk per launch named with its kernel, grid and block
+    (reads and writes from how the kernel uses each argument), `memcpy-d2d` per copy."""
+    params = gpu_plan["params"]
+    first_output = len(params) - num_results
+    buffers: dict[int, Buffer] = {}
+    steps = gpu_plan["steps"]
+    for number, vid in enumerate(params):
+        kind = "output" if number >= first_output else "parameter"
+        buffers[vid] = Buffer(len(buffers), kind, f"%arg{number}", _gpu_type(gpu_plan, vid),
+                              gpu_plan["buffers"][str(vid)], (0, len(steps)), number)
+    for position, step in enumerate(steps):
+        if step["op"] in ("alloc", "upload"):
+            vid = step["id"]
+            buffers[vid] = Buffer(len(buffers), "temp" if step["op"] == "alloc" else "constant",
+                                  f"%{vid}", _gpu_type(gpu_plan, vid), step["bytes"],
+                                  (position, position))
+    thunks = []
+
+    def use(vid: int, position: int) -> Buffer:
+        b = buffers[vid]
+        if b.kind == "temp":
+            b.live = (b.live[0], max(b.live[1], position))
+        return b
+    for position, step in enumerate(steps):
+        if step["op"] == "copy":
+            thunks.append(Thunk("memcpy-d2d", "copy", position, [use(step["src"], position)],
+                                [use(step["dst"], position)]))
+        elif step["op"] == "launch":
+            memrefs = [a for a in step["args"] if a["kind"] == "memref"]
+            reads = _unique([use(a["root"], position) for a in memrefs if "r" in a["access"]])
+            writes = _unique([use(a["root"], position) for a in memrefs if "w" in a["access"]])
+            name = (f"{step['kernel']} grid=({','.join(map(str, step['grid']))}) "
+                    f"block=({','.join(map(str, step['block']))})")
+            thunks.append(Thunk("kernel-launch", name, position, reads, writes))
+    assignment = BufferAssignment(list(buffers.values()))
+    return assignment, ThunkSequence(thunks, assignment)
+
+
+def _gpu_type(gpu_plan: dict, vid: int) -> str:
+    m = gpu_plan["memrefs"].get(str(vid))
+    if m is None:
+        return "?"
+    return "memref<" + "".join(f"{n}x" for n in m["sizes"]) + m["element"] + ">"

@@ -18,6 +18,8 @@ _ROUTINES = ("gemm", "gemv")
 # Names the generated code calls; `jit_symbols()` binds them to the library's functions in
 # the JIT only (the library is not loaded RTLD_GLOBAL: its thousands of unprefixed internal
 # symbols would then interpose on another OpenBLAS loaded later, e.g. scipy's).
+# OpenBLAS's thread count, kept at 1 around calls the generated code makes on one thread:
+# the runtime's function (runtime/kiln_parallel.c), bound to the library by `thread_control`.
 _SET_THREADS = "kiln_blas_set_threads"
 
 
@@ -85,11 +87,25 @@ def jit_symbols() -> dict[str, ctypes.c_void_p]:
                 symbols[Blas.gemm(kind, routine)] = address(found.library_gemm(kind, routine))
             except AttributeError:
                 pass
-    try:
-        symbols[_SET_THREADS] = address("openblas_set_num_threads_local")
-    except AttributeError:
-        pass
     return symbols
+
+
+@functools.lru_cache(maxsize=None)
+def thread_control() -> bool:
+    """Whether BLAS calls can be kept on the calling thread: the runtime's
+    `kiln_blas_set_threads` (runtime/kiln_parallel.c), bound here to the library's
+    `openblas_set_num_threads_local`, which it wraps in counted scopes."""
+    found = blas()
+    if found is None:
+        return False
+    try:
+        setter = ctypes.cast(getattr(ctypes.CDLL(found.path), "openblas_set_num_threads_local"),
+                             ctypes.c_void_p)
+    except AttributeError:
+        return False
+    from .custom_call import runtime
+    runtime().KilnBindBlasThreads(setter)
+    return True
 
 
 def has_routine(kind: str, routine: str = "gemm") -> bool:
@@ -97,9 +113,6 @@ def has_routine(kind: str, routine: str = "gemm") -> bool:
     return kind in _GEMM and Blas.gemm(kind, routine) in jit_symbols()
 
 
-def thread_control() -> bool:
-    """Whether calls can be kept on the calling thread (`openblas_set_num_threads_local`)."""
-    return _SET_THREADS in jit_symbols()
 
 
 # Kiln's runtime's own products (runtime/kiln_gemm.c): C (+)= A B for bf16 -> f32 and
@@ -107,6 +120,11 @@ def thread_control() -> bool:
 # binding here; lowering/trust.py lists them.
 GEMM_BF16_F32 = "kiln_gemm_bf16_f32"
 GEMM_I8_I32 = "kiln_gemm_i8_i32"
+# ... and its f32 matrix-vector product (runtime/kiln_gemv.c): cblas_sgemv's row-major
+# interface with int64 sizes, which large f32 gemv calls go to instead of the library's.
+SGEMV_F32 = "kiln_sgemv"
+# ... and f32 products with few rows (runtime/kiln_sgemm_small.c).
+SGEMM_SMALL_F32 = "kiln_sgemm_small"
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,7 +17,9 @@ def _builtin_targets() -> list[type[Target]]:
     # Listed here rather than registering themselves, so that no target module imports this
     # package (which would close an import circle); imported lazily, on first use.
     from .cpu import CpuTarget
-    return [CpuTarget]
+    from .gpu import GpuTarget
+    from .gpu_emulator import GpuEmulatorTarget
+    return [CpuTarget, GpuTarget, GpuEmulatorTarget]
 
 
 def get_target(name: str, **options) -> Target:

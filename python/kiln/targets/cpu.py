@@ -51,6 +51,7 @@ class CpuTarget(Target):
             "kiln-lower-select-and-scatter",
             "kiln-lower-cumulative-windows",  # cumsum & co: O(n) scans, not O(n^2) windows
             "kiln-widen-unsigned-slice-starts",
+            "kiln-push-slices-into-producers",  # slice(pad/concat): only the kept elements
             "kiln-widen-narrow-floats",       # numerics: 8/6/4-bit floats computed in f32
             "kiln-lower-fft",
             "kiln-lower-linalg-ops",          # cholesky, triangular_solve
@@ -92,14 +93,17 @@ class CpuTarget(Target):
             "kiln-blas-calls",
             # The loop strategy (lowering/codegen/: loop_order, reductions, parallel, tiling):
             "kiln-order-loops",               # innermost loops walk memory contiguously
+            "kiln-fuse-rows",                 # row-wise chains: a block of rows at a time
             "kiln-split-reductions",          # whole-buffer reductions -> per-core partials
+            # before kiln-parallelize: libm calls (which it will not outline) become code
+            "kiln-approximate-math",
             "kiln-parallelize",               # outermost parallel loop over the cores
             "kiln-tile-transposes",           # transposes in cache-sized 2-D blocks
-            "kiln-approximate-math",
             "kiln-reassociate-reductions",
             "kiln-copies-as-loops",
             "kiln-reduction-loops",           # accumulators in registers, not memory
             "convert-linalg-to-loops",
+            "kiln-hoist-invariant-loads",     # gathers: the index read once per row
             "kiln-interrupt-checks",          # Ctrl-C stops loops
         ]),
         Stage("lower", "everything -> LLVM dialect", [

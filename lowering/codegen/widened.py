@@ -1,0 +1,255 @@
+"""f32 tanh/sin/cos/tan/log1p evaluated in f64, as plain vectorizable arithmetic (no libm call).
+
+Why f64: a float's 24-bit result needs ~30 correct bits to round right almost always, and f64
+arithmetic gives ~50 with simple formulas, so these kernels are within 0.5 ulp plus a hair
+(every f32 input checked; see tests/py/test_fastmath_trig.py) where an f32-only evaluation
+would need careful error compensation to stay under 1 ulp. Converting f32 <-> f64 is exact
+(the final truncf rounds once) and costs one instruction per vector.
+
+tanh: x P(x^2) / Q(x^2) with x clamped to [-10, 10]: ~20 vector instructions for 8 lanes (an f32
+rational is as short but measured 5.7 ulp; Cephes' exp-based tanh took ~45).
+
+sin/cos/tan: x = M * 2^(E-150) exactly (M the 24-bit integer mantissa, E the exponent field),
+so x * 2/pi = M * C(E) with C(E) = 2^(E-150) * 2/pi, and since M is an integer only
+C(E) mod 4 matters for the quadrant and the reduced argument. A 256-entry table (per E, as a
+hi + lo f64 pair: ~106 bits) holds these residues, computed at import from 2/pi to 500 bits
+by Machin's formula, so the reduction is exact enough for EVERY f32 (Payne-Hanek in table
+form, branch-free: two gathered loads per lane, hi and lo, instead of a loop over the bits of
+2/pi).
+E = 255 (inf, NaN) holds NaN, which makes sin/cos/tan(inf or NaN) NaN without a select.
+
+log1p: u = 1 + x in f64 (exact for every f32 x but the tiniest, |x| < 2^-29, where the
+rounding error c is kept and added back: log(1 + x) = log(u) + c/u, and u ~ 1 there; and
+x >= 2^53, where c/u is negligible),
+u = 2^e (1 + m) with 1 + m in [sqrt(1/2), sqrt(2)), and log(1 + m) = 2 atanh(m / (2 + m)) by its
+series; the one division is an f32 reciprocal refined in f64 (an f64 divide costs ~4x).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir.dialects import arith, math, memref
+
+
+def _two_over_pi_scaled(bits: int) -> int:
+    """floor(2/pi * 2^bits), from pi = 16 atan(1/5) - 4 atan(1/239) (Machin) in integers."""
+    guard = bits + 20
+    one = 1 << guard
+
+    def arctan_inv(n: int) -> int:   # atan(1/n) * 2^guard
+        total, term, k, sign = 0, one // n, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= n * n
+            k += 2
+            sign = -sign
+        return total
+    pi_scaled = 16 * arctan_inv(5) - 4 * arctan_inv(239)   # pi * 2^guard, to ~guard bits
+    return (2 << (guard + bits)) // pi_scaled
+
+
+def _reduction_table() -> list[float]:
+    """[hi(E), lo(E) for E in 0..255]: C(E) mod 4 (E = 0, subnormals, scales like E = 1)."""
+    scale = 500
+    two_over_pi = _two_over_pi_scaled(scale)
+    table = []
+    for e in range(256):
+        if e == 255:
+            table += [float("nan"), 0.0]
+            continue
+        shift = scale + 150 - max(e, 1)            # C(E) = two_over_pi / 2^shift
+        residue = Fraction(two_over_pi % (4 << shift), 1 << shift)
+        hi = float(residue)
+        table += [hi, float(residue - Fraction(hi))]
+    return table
+
+
+_TABLE = _reduction_table()
+_TABLE_SYMBOL = "__kiln_trig_reduction"
+_HALF_PI = 1.5707963267948966
+_LN2 = 0.6931471805599453
+_SQRT2 = 1.4142135623730951
+# Taylor series in z = y^2, |y| <= pi/4, coefficients highest first (truncation below 2^-36
+# relative): sin(y) = y + y z S(z), S = -1/3! + z/5! - ...; cos(y) = 1 + z C(z), C = -1/2! + ...
+_SIN_POLY = [-1 / 39916800, 1 / 362880, -1 / 5040, 1 / 120, -1 / 6]
+_COS_POLY = [1 / 479001600, -1 / 3628800, 1 / 40320, -1 / 720, 1 / 24, -1 / 2]
+# log(1 + m) = 2 atanh(s) = s (2 + 2s^2/3 + 2s^4/5 + ...), |s| <= 3 - 2 sqrt(2) ~ 0.172:
+# coefficients 2 / (2k + 1) through s^15 (the next term is below 2^-44 relative).
+_ATANH_POLY = [2 / (2 * k + 1) for k in range(7, -1, -1)]
+# tanh(x) ~ x P(x^2) / Q(x^2) on [0, 10], relative error below 1.4e-10 (2^-32.8): Kiln's own
+# fit (weighted least squares on P - f Q, reweighted toward minimax), highest degree first.
+# Beyond 10, tanh rounds to +-1 in f32, which the clamped value tanh(10) = 1 - 4e-9 also does.
+_TANH_P = [3.247867361706332e-11, 1.0413689379940371e-07, 4.102676322163699e-05,
+           0.004377202971503847, 0.14062555416919115, 0.9999999998672899]
+_TANH_Q = [2.6936316478578632e-09, 2.4888110196033937e-06, 0.0004914832687555793,
+           0.029030167329896824, 0.47395888614376547, 1.0]
+_TANH_CLAMP = 10.0
+
+
+class _F64:
+    """Scalar f64/i64 arithmetic at the current insertion point."""
+
+    def __init__(self):
+        self.f32 = ir.F32Type.get()
+        self.f64 = ir.F64Type.get()
+        self.i64 = ir.IntegerType.get_signless(64)
+        self.i32 = ir.IntegerType.get_signless(32)
+
+    def c(self, v: float):
+        return arith.ConstantOp(self.f64, ir.FloatAttr.get(self.f64, v)).result
+
+    def ci(self, v: int, t=None):
+        t = t or self.i64
+        return arith.ConstantOp(t, ir.IntegerAttr.get(t, v)).result
+
+    def horner(self, x, coeffs):
+        acc = self.c(coeffs[0])
+        for k in coeffs[1:]:
+            acc = math.fma(acc, x, self.c(k))
+        return acc
+
+    def cmp(self, pred, a, b):
+        return arith.cmpf(pred, a, b)
+
+
+def _table(symbols: ir.Block):
+    """The reduction table's memref, declared once per symbol table (the block of the module
+    that holds the function being rewritten) as a private constant."""
+    f64 = ir.F64Type.get()
+    ty = ir.MemRefType.get([len(_TABLE)], f64)
+    names = {ir.StringAttr(op.attributes["sym_name"]).value for op in symbols.operations
+             if "sym_name" in op.operation.attributes}
+    if _TABLE_SYMBOL not in names:
+        with ir.InsertionPoint.at_block_begin(symbols), ir.Location.unknown():
+            init = ir.DenseFPElementsAttr.get(np.array(_TABLE, dtype=np.float64),
+                                              type=ir.RankedTensorType.get([len(_TABLE)], f64))
+            memref.GlobalOp(_TABLE_SYMBOL, ir.TypeAttr.get(ty), sym_visibility="private",
+                            initial_value=init, constant=True, alignment=64)
+    return memref.GetGlobalOp(ty, _TABLE_SYMBOL).result
+
+
+def _reduce(b: _F64, symbols: ir.Block, x):
+    """(|x| * 2/pi - k) * pi/2 in f64 (|y| <= pi/4 + tiny), the quadrant k mod 4 as i32, and
+    whether x is negative (its sign bit)."""
+    bits = arith.bitcast(b.i32, x)
+    negative = arith.cmpi(arith.CmpIPredicate.slt, bits, b.ci(0, b.i32))
+    exponent = arith.andi(arith.shrui(bits, b.ci(23, b.i32)), b.ci(0xFF, b.i32))
+    mantissa = arith.andi(bits, b.ci(0x7FFFFF, b.i32))
+    # the implicit leading bit, for normal numbers only
+    normal = arith.cmpi(arith.CmpIPredicate.ne, exponent, b.ci(0, b.i32))
+    mantissa = arith.ori(mantissa, arith.select(normal, b.ci(0x800000, b.i32), b.ci(0, b.i32)))
+    m = arith.sitofp(b.f64, mantissa)                            # exact: < 2^24
+    table = _table(symbols)
+    at = arith.shli(exponent, b.ci(1, b.i32))
+    hi = memref.load(table, [arith.index_cast(ir.IndexType.get(), at)])
+    at1 = arith.addi(at, b.ci(1, b.i32))
+    lo = memref.load(table, [arith.index_cast(ir.IndexType.get(), at1)])
+    # M * hi = p + p_err exactly (fma); k = p rounded to an integer; p - k is exact.
+    p = arith.mulf(m, hi)
+    p_err = math.fma(m, hi, arith.negf(p))
+    k = math.roundeven(p)
+    t = arith.addf(arith.subf(p, k), math.fma(m, lo, p_err))
+    y = arith.mulf(t, b.c(_HALF_PI))
+    quadrant = arith.andi(arith.fptosi(b.i32, k), b.ci(3, b.i32))
+    return y, quadrant, negative
+
+
+def _sin_cos_of_reduced(b: _F64, y):
+    z = arith.mulf(y, y)
+    s = math.fma(arith.mulf(y, z), b.horner(z, _SIN_POLY), y)
+    c = math.fma(z, b.horner(z, _COS_POLY), b.c(1.0))
+    return s, c
+
+
+def _odd(b: _F64, q):
+    return arith.cmpi(arith.CmpIPredicate.ne, arith.andi(q, b.ci(1, b.i32)), b.ci(0, b.i32))
+
+
+def _negate_if(cond, v):
+    return arith.select(cond, arith.negf(v), v)
+
+
+def _sin_quadrant(b: _F64, y, q):
+    """sin(q pi/2 + y) from the reduced argument."""
+    s, c = _sin_cos_of_reduced(b, y)
+    r = arith.select(_odd(b, q), c, s)
+    upper = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(q, b.ci(2, b.i32)), b.ci(0, b.i32))
+    return _negate_if(upper, r)
+
+
+def sin(symbols: ir.Block, x):
+    b = _F64()
+    y, q, negative = _reduce(b, symbols, x)
+    # sin is odd: the sign of x flips the result (also sin(-0.0) = -0.0)
+    return arith.truncf(b.f32, _negate_if(negative, _sin_quadrant(b, y, q)))
+
+
+def cos(symbols: ir.Block, x):
+    b = _F64()
+    y, q, _ = _reduce(b, symbols, x)
+    # cos(x) = sin(x + pi/2); cos is even, so the sign of x does not matter
+    return arith.truncf(b.f32, _sin_quadrant(b, y, arith.addi(q, b.ci(1, b.i32))))
+
+
+def tan(symbols: ir.Block, x):
+    b = _F64()
+    y, q, negative = _reduce(b, symbols, x)
+    s, c = _sin_cos_of_reduced(b, y)
+    # tan(y + pi/2) = -cos(y) / sin(y); the quotient in f64 rounds once more, harmlessly
+    odd = _odd(b, q)
+    r = arith.divf(arith.select(odd, arith.negf(c), s), arith.select(odd, s, c))
+    return arith.truncf(b.f32, _negate_if(negative, r))
+
+
+def _reciprocal(b: _F64, d):
+    """1/d to ~2^-46 relative for d in f32's normal range: an f32 quotient (a fraction of an f64
+    divide's cost per lane) refined by one Newton step in f64, which squares its 2^-23 error."""
+    r = arith.extf(b.f64, arith.divf(arith.ConstantOp(b.f32, ir.FloatAttr.get(b.f32, 1.0)).result,
+                                     arith.truncf(b.f32, d)))
+    return math.fma(r, math.fma(arith.negf(d), r, b.c(1.0)), r)
+
+
+def tanh(symbols: ir.Block, x):
+    # min/max keep NaN; +-inf clamp to +-10 (-> +-1); -0.0 * P / Q stays -0.0; the quotient is
+    # always positive-denominator (Q >= 1), so the f32-seeded reciprocal applies.
+    b = _F64()
+    xd = arith.minimumf(arith.maximumf(arith.extf(b.f64, x), b.c(-_TANH_CLAMP)), b.c(_TANH_CLAMP))
+    z = arith.mulf(xd, xd)
+    num = arith.mulf(xd, b.horner(z, _TANH_P))
+    return arith.truncf(b.f32, arith.mulf(num, _reciprocal(b, b.horner(z, _TANH_Q))))
+
+
+def log1p(symbols: ir.Block, x):
+    b = _F64()
+    xd = arith.extf(b.f64, x)
+    one = b.c(1.0)
+    u = arith.addf(xd, one)
+    # what 1 + x lost to rounding: exact for |x| < 1 (Fast2Sum, |1| >= |x|), and nonzero
+    # there only for |x| < 2^-29; also nonzero for x >= 2^53, where it is dropped (lost/u is
+    # below 2^-52 there, against a log above 36).
+    lost = arith.subf(xd, arith.subf(u, one))
+    lost = arith.select(b.cmp(arith.CmpFPredicate.OLT, math.absf(xd), one), lost, b.c(0.0))
+    bits = arith.bitcast(b.i64, u)
+    e = arith.subi(arith.shrui(bits, b.ci(52)), b.ci(1023))
+    frac = arith.bitcast(b.f64, arith.ori(arith.andi(bits, b.ci(0x000FFFFFFFFFFFFF)),
+                                          b.ci(0x3FF0000000000000)))         # in [1, 2)
+    high = b.cmp(arith.CmpFPredicate.OGT, frac, b.c(_SQRT2))
+    frac = arith.select(high, arith.mulf(frac, b.c(0.5)), frac)          # exact
+    e = arith.addi(e, arith.select(high, b.ci(1), b.ci(0)))
+    m = arith.subf(frac, one)                                            # exact (Sterbenz)
+    s = arith.mulf(m, _reciprocal(b, arith.addf(m, b.c(2.0))))
+    log_frac = arith.mulf(s, b.horner(arith.mulf(s, s), _ATANH_POLY))
+    r = math.fma(arith.sitofp(b.f64, e), b.c(_LN2), log_frac)
+    # log(1 + x) = log(u) + lost/u + O(lost^2); lost != 0 only where |x| < 2^-29, u = 1 +- 2^-29,
+    # so lost alone is lost/u to 2^-29 relative, itself below 2^-53 of the result.
+    r = arith.addf(r, lost)
+    # IEEE special cases: x = +-0 -> x (keeps -0.0), -1 -> -inf, < -1 -> NaN, +inf -> +inf,
+    # NaN -> NaN (the unordered compare below passes it through).
+    r = arith.select(b.cmp(arith.CmpFPredicate.OEQ, xd, b.c(0.0)), xd, r)
+    r = arith.select(b.cmp(arith.CmpFPredicate.OEQ, u, b.c(0.0)), b.c(float("-inf")), r)
+    r = arith.select(b.cmp(arith.CmpFPredicate.OLT, u, b.c(0.0)), b.c(float("nan")), r)
+    r = arith.select(b.cmp(arith.CmpFPredicate.OEQ, xd, b.c(float("inf"))), xd, r)
+    r = arith.select(b.cmp(arith.CmpFPredicate.UNO, xd, xd), xd, r)
+    return arith.truncf(b.f32, r)

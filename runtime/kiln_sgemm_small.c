@@ -1,0 +1,146 @@
+/* f32 products with few rows, for compiled code (lowering/codegen/blas.py routes them here):
+ * C (M x N, row-major) (+)= A (M x K, any strides) B (K x N, row-major), M at most 64 and B at
+ * most 2^18 elements. A recurrent network's step (32 x 256 @ 256 x 256, 200 times in a loop)
+ * is the case: OpenBLAS packs both operands on every call and hands the halves to its
+ * threads by spinning, together half of such a call's time; here nothing is packed (B's rows
+ * are read in place: a 32-column panel of B, K x 128 bytes, stays in L1 while every row block
+ * of A goes past it) and the column panels are shared out over Kiln's pool.
+ *
+ * Register block: 8 rows x 32 columns of C in 16 AVX-512 accumulators; per step of K, two
+ * loads of B's row and 8 broadcasts of A. CPUs without AVX-512 take plain loops.
+ * Numerics: each element is a sum of f32 products in f32, in K order (fused multiply-adds). */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define KILN_SMALL_AVX512 1
+#endif
+
+typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
+void kiln_parallel_for(kiln_body body, void* ctx, int64_t n);   /* kiln_parallel.c */
+int64_t KilnNumThreads(void);
+
+/* Below this many multiply-adds one thread finishes before a pool worker would wake and
+ * help: an RNN step's 32 x 256 @ 256 x 256 (2^21) took 35 us alone and about 120 us shared
+ * with a worker woken through the pool's condition variable (rnn_scan, quiet 2-core VM,
+ * 2026-11-23: 14 ms against 24 ms for 200 steps). */
+#define PARALLEL_MACS (1 << 23)
+#define PANEL 32   /* columns of C per work item */
+
+typedef struct {
+  int64_t m, n, k;
+  const float* a;
+  int64_t a_row, a_col;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  int accumulate;
+  int64_t panels;
+  _Atomic int64_t next_panel;   /* handed out one at a time (see shared_body) */
+} small_job;
+
+static void panel_plain(const small_job* j, int64_t j0, int64_t j1) {
+  for (int64_t i = 0; i < j->m; i++) {
+    float* row = j->c + i * j->ldc;
+    if (!j->accumulate)
+      for (int64_t c = j0; c < j1; c++) row[c] = 0.0f;
+    for (int64_t p = 0; p < j->k; p++) {
+      float a = j->a[i * j->a_row + p * j->a_col];
+      const float* b = j->b + p * j->ldb;
+      for (int64_t c = j0; c < j1; c++) row[c] += a * b[c];
+    }
+  }
+}
+
+#ifdef KILN_SMALL_AVX512
+#define AVX512 __attribute__((target("avx512f")))
+
+/* C[i0..i0+R) x [j0..j0+32) over all of K, columns past `lo`/`hi`'s masks left alone. R is a
+ * constant at every call (the function is inlined), so the accumulators live in registers. */
+AVX512 static inline __attribute__((always_inline)) void block(const small_job* j, int64_t i0,
+                                                               int64_t j0, __mmask16 lo,
+                                                               __mmask16 hi, const int R) {
+  __m512 c_lo[8], c_hi[8];
+  const float* a[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    a[r] = j->a + (i0 + r) * j->a_row;
+    float* row = j->c + (i0 + r) * j->ldc + j0;
+    c_lo[r] = j->accumulate ? _mm512_maskz_loadu_ps(lo, row) : _mm512_setzero_ps();
+    c_hi[r] = j->accumulate ? _mm512_maskz_loadu_ps(hi, row + 16) : _mm512_setzero_ps();
+  }
+  const float* b = j->b + j0;
+  const int64_t a_col = j->a_col;
+  for (int64_t p = 0; p < j->k; p++, b += j->ldb) {
+    __m512 b_lo = _mm512_maskz_loadu_ps(lo, b), b_hi = _mm512_maskz_loadu_ps(hi, b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+      __m512 x = _mm512_set1_ps(a[r][p * a_col]);
+      c_lo[r] = _mm512_fmadd_ps(x, b_lo, c_lo[r]);
+      c_hi[r] = _mm512_fmadd_ps(x, b_hi, c_hi[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; r++) {
+    float* row = j->c + (i0 + r) * j->ldc + j0;
+    _mm512_mask_storeu_ps(row, lo, c_lo[r]);
+    _mm512_mask_storeu_ps(row + 16, hi, c_hi[r]);
+  }
+}
+
+AVX512 static void panel_avx512(const small_job* j, int64_t j0, int64_t j1) {
+  int64_t width = j1 - j0;   /* 1..32 */
+  __mmask16 lo = width >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << width) - 1);
+  __mmask16 hi = width >= 32 ? (__mmask16)0xffff
+                 : width > 16 ? (__mmask16)((1u << (width - 16)) - 1) : (__mmask16)0;
+  int64_t i = 0;
+  for (; i + 8 <= j->m; i += 8) block(j, i, j0, lo, hi, 8);
+  if (j->m - i >= 4) { block(j, i, j0, lo, hi, 4); i += 4; }
+  if (j->m - i >= 2) { block(j, i, j0, lo, hi, 2); i += 2; }
+  if (j->m - i >= 1) block(j, i, j0, lo, hi, 1);
+}
+#endif
+
+#ifdef KILN_SMALL_AVX512
+static int has_avx512(void) {
+  static int known = -1;   /* (a benign race: every thread computes the same answer) */
+  if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  return known;
+}
+#endif
+
+/* Columns [index * PANEL, +PANEL) of C. */
+static void panel(const small_job* j, int64_t index) {
+  int64_t j0 = index * PANEL, j1 = j0 + PANEL < j->n ? j0 + PANEL : j->n;
+#ifdef KILN_SMALL_AVX512
+  if (has_avx512()) {
+    panel_avx512(j, j0, j1);
+    return;
+  }
+#endif
+  panel_plain(j, j0, j1);
+}
+
+/* One call per thread; the panels go to whichever thread asks next, so that a pool worker
+ * that wakes late (tens of microseconds on a busy machine, as long as the whole product) does
+ * fewer of them instead of the caller waiting for its fixed share. */
+static void shared_body(void* ctx, int64_t begin, int64_t end) {
+  (void)begin, (void)end;
+  small_job* j = ctx;
+  for (int64_t p; (p = atomic_fetch_add(&j->next_panel, 1)) < j->panels;) panel(j, p);
+}
+
+/* C = A B (C += A B with `accumulate`); strides in elements. */
+void kiln_sgemm_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row,
+                      int64_t a_col, const float* b, int64_t ldb, float* c, int64_t ldc,
+                      int32_t accumulate) {
+  if (m <= 0 || n <= 0) return;
+  small_job job = {m, n, k, a, a_row, a_col, b, ldb, c, ldc, accumulate != 0,
+                   (n + PANEL - 1) / PANEL, 0};
+  if (m * n * k >= PARALLEL_MACS && job.panels > 1)
+    kiln_parallel_for(shared_body, &job, KilnNumThreads());
+  else
+    shared_body(&job, 0, 1);
+}

@@ -154,3 +154,22 @@ def element_address(value: ir.Value, element_bytes: int, constant: Constants) ->
 def as_pointer(address: ir.Value) -> ir.Value:
     """An index-typed address as `!llvm.ptr`."""
     return llvm.IntToPtrOp(pointer(), arith.index_cast(i64(), address)).result
+
+
+def uses_dim(expr: ir.AffineExpr, d: int) -> bool:
+    """Whether affine expression `expr` reads loop dimension `d`."""
+    expr = expr.maybe_downcast()
+    if isinstance(expr, ir.AffineDimExpr):
+        return expr.position == d
+    if isinstance(expr, ir.AffineBinaryExpr):
+        return uses_dim(expr.lhs, d) or uses_dim(expr.rhs, d)
+    return False
+
+
+def is_inside(owner, op: ir.Operation) -> bool:
+    """Whether `owner` (an operation, or None) is `op` or nested in it."""
+    while owner is not None:
+        if owner == op:
+            return True
+        owner = owner.parent
+    return False

@@ -164,14 +164,6 @@ def _enclosing_function(op: ir.Operation) -> ir.Operation | None:
     return parent if parent is not None and parent.name == "func.func" else None
 
 
-def _inside(owner, op: ir.Operation) -> bool:
-    while owner is not None:
-        if owner == op:
-            return True
-        owner = owner.parent
-    return False
-
-
 # Ops in a body that write memory or call out: chunks would not be independent.
 _WRITES = {"memref.store", "memref.atomic_rmw", "memref.generic_atomic_rmw", "memref.copy",
            "func.call", "func.call_indirect", "llvm.call", "llvm.store", "vector.store",
@@ -204,11 +196,11 @@ def _captured_values(op: ir.Operation):
         for v in inner.operands:
             owner = v.owner
             if isinstance(owner, ir.Block):
-                if owner == body or _inside(owner.owner, op):
+                if owner == body or builders.is_inside(owner.owner, op):
                     continue
             else:
                 owner = getattr(owner, "operation", owner)
-                if _inside(owner, op):
+                if builders.is_inside(owner, op):
                     continue
                 if owner.name == "arith.constant":
                     if all(owner != f for f in constants):

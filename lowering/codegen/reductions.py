@@ -122,18 +122,9 @@ def _innermost_reductions(op: ir.Operation) -> int:
     for amap in _maps(op)[n_ins:]:
         for expr in amap.results:
             for d in range(outer, len(iterators)):
-                if _uses_dim(expr, d):
+                if builders.uses_dim(expr, d):
                     return 0
     return trailing
-
-
-def _uses_dim(expr: ir.AffineExpr, d: int) -> bool:
-    expr = expr.maybe_downcast()
-    if isinstance(expr, ir.AffineDimExpr):
-        return expr.position == d
-    if isinstance(expr, ir.AffineBinaryExpr):
-        return _uses_dim(expr.lhs, d) or _uses_dim(expr.rhs, d)
-    return False
 
 
 def _index(amap: ir.AffineMap, ivs: list[ir.Value]) -> list[ir.Value]:

@@ -178,14 +178,6 @@ def _defined_by_constant(value: ir.Value) -> bool:
     return isinstance(owner, ir.Operation) and owner.name == "arith.constant"
 
 
-def _inside(owner, op: ir.Operation) -> bool:
-    while owner is not None:
-        if owner == op:
-            return True
-        owner = owner.parent
-    return False
-
-
 def _captured(op: ir.Operation) -> list[ir.Operation] | None:
     """The outside arith.constant ops `op`'s body uses (None: it uses another outside value)."""
     found, ok = [], [True]
@@ -196,11 +188,11 @@ def _captured(op: ir.Operation) -> list[ir.Operation] | None:
         for v in inner.operation.operands:
             owner = v.owner
             if isinstance(owner, ir.Block):
-                if not _inside(owner.owner, op):
+                if not builders.is_inside(owner.owner, op):
                     ok[0] = False
                 continue
             owner = getattr(owner, "operation", owner)
-            if _inside(owner, op):
+            if builders.is_inside(owner, op):
                 continue
             if owner.name != "arith.constant":
                 ok[0] = False
@@ -259,18 +251,9 @@ def _expressions_avoid(access: _Access, k: int) -> bool:
     if access.amap is None:
         return False
     for expr, d in zip(access.amap.results, access.dims):
-        if d is None and any(_uses_dim(expr, j) for j in range(k)):
+        if d is None and any(builders.uses_dim(expr, j) for j in range(k)):
             return False
     return True
-
-
-def _uses_dim(expr: ir.AffineExpr, d: int) -> bool:
-    expr = expr.maybe_downcast()
-    if isinstance(expr, ir.AffineDimExpr):
-        return expr.position == d
-    if isinstance(expr, ir.AffineBinaryExpr):
-        return _uses_dim(expr.lhs, d) or _uses_dim(expr.rhs, d)
-    return False
 
 
 @dataclass

@@ -36,9 +36,7 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
-void kiln_parallel_for(kiln_body body, void* ctx, int64_t n);   /* kiln_parallel.c */
-int64_t KilnNumThreads(void);
+#include "kiln_kernels.h"
 
 /* ---- availability ------------------------------------------------------------------- */
 

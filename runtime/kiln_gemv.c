@@ -19,14 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define KILN_GEMV_AVX512 1
-#endif
-
-typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
-void kiln_parallel_for(kiln_body body, void* ctx, int64_t n);   /* kiln_parallel.c */
-int64_t KilnNumThreads(void);
+#include "kiln_kernels.h"
 
 enum { NO_TRANS = 111, TRANS = 112 };
 
@@ -69,11 +62,10 @@ static void columns_plain(const gemv_job* j, int64_t c0, int64_t c1) {
 
 /* ---- AVX-512 ------------------------------------------------------------------------ */
 
-#ifdef KILN_GEMV_AVX512
-#define AVX512 __attribute__((target("avx512f")))
+#ifdef KILN_HAVE_AVX512_CODE
 
 /* y[i] = A[i] . x for rows i0..i1: four rows at a time share each load of x. */
-AVX512 static void rows_avx512(const gemv_job* j, int64_t i0, int64_t i1) {
+KILN_AVX512 static void rows_avx512(const gemv_job* j, int64_t i0, int64_t i1) {
   const int64_t n = j->cols, full = n & ~(int64_t)15;
   const __mmask16 tail = (__mmask16)((1u << (n - full)) - 1);
   const float* x = j->x;
@@ -119,7 +111,7 @@ AVX512 static void rows_avx512(const gemv_job* j, int64_t i0, int64_t i1) {
 /* y[c0..c1) = sum_q x[q] A[q][c0..c1): the output slice (at most 16 KiB) stays in L1 while
  * eight rows at a time stream past it, each read contiguously (a narrower slice, 1 KiB per row,
  * measured a third slower: every row's piece is then a new page for the prefetcher). */
-AVX512 static void columns_avx512(const gemv_job* j, int64_t c0, int64_t c1) {
+KILN_AVX512 static void columns_avx512(const gemv_job* j, int64_t c0, int64_t c1) {
   float* y = j->y;
   const int64_t lda = j->lda;
   for (int64_t c = c0; c < c1; c += 16) {
@@ -158,20 +150,12 @@ AVX512 static void columns_avx512(const gemv_job* j, int64_t c0, int64_t c1) {
 }
 #endif
 
-#ifdef KILN_GEMV_AVX512
-static int has_avx512(void) {
-  static int known = -1;   /* (a benign race: every thread computes the same answer) */
-  if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
-  return known;
-}
-#endif
-
 /* ---- work items ---------------------------------------------------------------------- */
 
 static void rows_body(void* ctx, int64_t begin, int64_t end) {
   const gemv_job* j = ctx;
-#ifdef KILN_GEMV_AVX512
-  if (has_avx512()) {
+#ifdef KILN_HAVE_AVX512_CODE
+  if (kiln_has_avx512()) {
     rows_avx512(j, begin, end);
     return;
   }
@@ -194,8 +178,8 @@ static void columns_body(void* ctx, int64_t begin, int64_t end) {
   for (int64_t block = begin; block < end; block++) {
     int64_t c0 = block * j->column_block;
     int64_t c1 = c0 + j->column_block < j->cols ? c0 + j->column_block : j->cols;
-#ifdef KILN_GEMV_AVX512
-    if (has_avx512()) {
+#ifdef KILN_HAVE_AVX512_CODE
+    if (kiln_has_avx512()) {
       columns_avx512(j, c0, c1);
       continue;
     }

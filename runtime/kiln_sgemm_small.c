@@ -12,14 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define KILN_SMALL_AVX512 1
-#endif
-
-typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
-void kiln_parallel_for(kiln_body body, void* ctx, int64_t n);   /* kiln_parallel.c */
-int64_t KilnNumThreads(void);
+#include "kiln_kernels.h"
 
 /* Below this many multiply-adds one thread finishes before a pool worker would wake and
  * help: an RNN step's 32 x 256 @ 256 x 256 (2^21) took 35 us alone and about 120 us shared
@@ -54,12 +47,11 @@ static void panel_plain(const small_job* j, int64_t j0, int64_t j1) {
   }
 }
 
-#ifdef KILN_SMALL_AVX512
-#define AVX512 __attribute__((target("avx512f")))
+#ifdef KILN_HAVE_AVX512_CODE
 
 /* C[i0..i0+R) x [j0..j0+32) over all of K, columns past `lo`/`hi`'s masks left alone. R is a
  * constant at every call (the function is inlined), so the accumulators live in registers. */
-AVX512 static inline __attribute__((always_inline)) void block(const small_job* j, int64_t i0,
+KILN_AVX512 static inline __attribute__((always_inline)) void block(const small_job* j, int64_t i0,
                                                                int64_t j0, __mmask16 lo,
                                                                __mmask16 hi, const int R) {
   __m512 c_lo[8], c_hi[8];
@@ -90,7 +82,7 @@ AVX512 static inline __attribute__((always_inline)) void block(const small_job* 
   }
 }
 
-AVX512 static void panel_avx512(const small_job* j, int64_t j0, int64_t j1) {
+KILN_AVX512 static void panel_avx512(const small_job* j, int64_t j0, int64_t j1) {
   int64_t width = j1 - j0;   /* 1..32 */
   __mmask16 lo = width >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << width) - 1);
   __mmask16 hi = width >= 32 ? (__mmask16)0xffff
@@ -103,19 +95,11 @@ AVX512 static void panel_avx512(const small_job* j, int64_t j0, int64_t j1) {
 }
 #endif
 
-#ifdef KILN_SMALL_AVX512
-static int has_avx512(void) {
-  static int known = -1;   /* (a benign race: every thread computes the same answer) */
-  if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
-  return known;
-}
-#endif
-
 /* Columns [index * PANEL, +PANEL) of C. */
 static void panel(const small_job* j, int64_t index) {
   int64_t j0 = index * PANEL, j1 = j0 + PANEL < j->n ? j0 + PANEL : j->n;
-#ifdef KILN_SMALL_AVX512
-  if (has_avx512()) {
+#ifdef KILN_HAVE_AVX512_CODE
+  if (kiln_has_avx512()) {
     panel_avx512(j, j0, j1);
     return;
   }

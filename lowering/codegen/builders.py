@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, linalg, llvm, memref
+from torch_mlir.dialects import affine, arith, func, linalg, llvm, memref
 
 
 def planned(module: ir.Module, names: tuple[str, ...], plan_of: Callable) -> list:
@@ -173,3 +173,23 @@ def is_inside(owner, op: ir.Operation) -> bool:
             return True
         owner = owner.parent
     return False
+
+
+def has_row_major_strides(t: ir.MemRefType) -> bool:
+    """Whether `t`'s elements lie row-major from offset 0 (whatever form its layout takes)."""
+    strides, offset = t.get_strides_and_offset()
+    expected, step = [], 1
+    for n in reversed(t.shape):
+        expected.insert(0, step)
+        step *= n
+    return offset == 0 and list(strides) == expected
+
+
+def partial_block(size: int, iv: ir.Value, upper: ir.Value) -> ir.Value:
+    """min(size, upper - iv): the extent of the block starting at `iv` of a loop stepping by
+    `size` to `upper`, the last one possibly smaller."""
+    s0, d0 = ir.AffineExpr.get_symbol(0), ir.AffineExpr.get_dim(0)
+    rest = ir.AffineMap.get(1, 1, [ir.AffineExpr.get_constant(size),
+                                   ir.AffineExpr.get_add(
+                                       s0, ir.AffineExpr.get_mul(d0, ir.AffineExpr.get_constant(-1)))])
+    return affine.AffineMinOp(rest, [iv, upper]).result

@@ -224,20 +224,26 @@ def _convert(factor: _Factor, wide: ir.Type) -> ir.Value:
                         lambda x: make(wide, x))
 
 
-def _contraction(op: ir.Operation, a: ir.Value, b: ir.Value, init: ir.Value) -> ir.Value:
-    """`init + a * b` over `op`'s indexing maps, as a linalg.generic in init's element type."""
+def _product_generic(op: ir.Operation, a: ir.Value, b: ir.Value, init: ir.Value):
+    """An empty linalg.generic accumulating a * b into `init` over `op`'s indexing maps (the
+    output's dimensions parallel, the rest reductions), and its block's (x, y, acc)."""
     maps = _maps(op)
     out_dims = {ir.AffineDimExpr(e).position for e in maps[2].results}
     iterators = [builders.iterator_type("parallel" if d in out_dims else "reduction")
                  for d in range(maps[0].n_dims)]
-    et = _element(init)
     new = ir.Operation.create(
         "linalg.generic", results=[init.type], operands=[a, b, init],
         attributes={"indexing_maps": ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
                     "iterator_types": ir.ArrayAttr.get(iterators),
                     "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 1])},
         regions=1)
-    block = new.regions[0].blocks.append(et, et, et)
+    block = new.regions[0].blocks.append(_element(a), _element(b), _element(init))
+    return new, block
+
+
+def _contraction(op: ir.Operation, a: ir.Value, b: ir.Value, init: ir.Value) -> ir.Value:
+    """`init + a * b` over `op`'s indexing maps, as a linalg.generic in init's element type."""
+    new, block = _product_generic(op, a, b, init)
     x, y, acc = block.arguments
     with ir.InsertionPoint(block):
         linalg.YieldOp([arith.addf(acc, arith.mulf(x, y))])
@@ -248,18 +254,8 @@ def _kernel_contraction(op: ir.Operation, factors: list[_Factor], init: ir.Value
                         kind: str) -> ir.Operation:
     """`init + cast(a) * cast(b)` over `op`'s maps, reading the factors' (narrow) tensors:
     the form `kernel_product` recognises."""
-    maps = _maps(op)
-    out_dims = {ir.AffineDimExpr(e).position for e in maps[2].results}
-    iterators = [builders.iterator_type("parallel" if d in out_dims else "reduction")
-                 for d in range(maps[0].n_dims)]
+    new, block = _product_generic(op, factors[0].value, factors[1].value, init)
     et = _element(init)
-    new = ir.Operation.create(
-        "linalg.generic", results=[init.type], operands=[f.value for f in factors] + [init],
-        attributes={"indexing_maps": ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                    "iterator_types": ir.ArrayAttr.get(iterators),
-                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 1])},
-        regions=1)
-    block = new.regions[0].blocks.append(*[_element(f.value) for f in factors], et)
     x, y, acc = block.arguments
     with ir.InsertionPoint(block):
         if kind == "float":

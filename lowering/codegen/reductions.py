@@ -299,12 +299,7 @@ def _combiner(op: ir.Operation, element: ir.Type) -> ir.Operation | None:
 
 
 def _row_major(t: ir.MemRefType) -> bool:
-    strides, offset = t.get_strides_and_offset()
-    expected, step = [], 1
-    for n in reversed(t.shape):
-        expected.insert(0, step)
-        step *= n
-    return offset == 0 and list(strides) == expected and str(t.layout).startswith("affine_map")
+    return builders.has_row_major_strides(t) and str(t.layout).startswith("affine_map")
 
 
 def split_reductions(module: ir.Module, sizes: SplitSizes = CPU_SPLIT) -> None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine, arith, builtin, func, llvm, memref, scf
+from torch_mlir.dialects import arith, builtin, func, llvm, memref, scf
 
 from . import builders, parallel
 from .loop_order import base_buffer
@@ -320,7 +320,7 @@ def _temporaries(run: _Run, block: ir.Block) -> list[ir.Value]:
                     a.dims[:run.k] != list(range(run.k)):
                 continue
             t = ir.MemRefType(v.type)
-            if not _contiguous(t):   # the block buffer is laid out row-major
+            if not builders.has_row_major_strides(t):   # the block buffer is laid out row-major
                 continue
             users = [getattr(u.owner, "operation", u.owner) for u in v.uses]
             if any(u not in members and u.name != "memref.dealloc" for u in users):
@@ -329,15 +329,6 @@ def _temporaries(run: _Run, block: ir.Block) -> list[ir.Value]:
             if v in first.full_writes:
                 out.append(v)
     return out
-
-
-def _contiguous(t: ir.MemRefType) -> bool:
-    strides, offset = t.get_strides_and_offset()
-    expected, step = [], 1
-    for n in reversed(t.shape):
-        expected.insert(0, step)
-        step *= n
-    return offset == 0 and list(strides) == expected
 
 
 def fuse_rows(module: ir.Module) -> None:
@@ -430,13 +421,8 @@ def _emit_blocks(run: _Run, mapping: dict, temps: list, block_rows: int,
                 sizes.append(1)
             elif j != split and run.extents[j] % block_rows == 0:
                 sizes.append(block_rows)
-            else:   # the last block may be smaller: min(block_rows, upper - iv)
-                s0, d0 = ir.AffineExpr.get_symbol(0), ir.AffineExpr.get_dim(0)
-                rest = ir.AffineMap.get(1, 1, [ir.AffineExpr.get_constant(block_rows),
-                                               ir.AffineExpr.get_add(
-                                                   s0, ir.AffineExpr.get_mul(
-                                                       d0, ir.AffineExpr.get_constant(-1)))])
-                sizes.append(affine.AffineMinOp(rest, [iv, upper]).result)
+            else:   # the last block may be smaller
+                sizes.append(builders.partial_block(block_rows, iv, upper))
             level(j + 1)
             scf.YieldOp([])
         ivs.pop()

@@ -19,7 +19,7 @@ other than plain dimensions, dynamic strides, small ops.
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine, arith, memref, scf
+from torch_mlir.dialects import arith, memref, scf
 
 from . import builders
 from .loop_order import element_bytes, may_overlap
@@ -135,13 +135,8 @@ def _tile(op: ir.Operation, write: int, read: int, tile: int) -> None:
                 sizes.append(1)
             elif isinstance(extents[d], int) and extents[d] % tile == 0:
                 sizes.append(tile)
-            else:   # the last block may be smaller: min(tile, extent - iv)
-                s0, d0 = ir.AffineExpr.get_symbol(0), ir.AffineExpr.get_dim(0)
-                rest = ir.AffineMap.get(1, 1, [ir.AffineExpr.get_constant(tile),
-                                               ir.AffineExpr.get_add(
-                                                   s0, ir.AffineExpr.get_mul(
-                                                       d0, ir.AffineExpr.get_constant(-1)))])
-                sizes.append(affine.AffineMinOp(rest, [iv, bounds[d]]).result)
+            else:   # the last block may be smaller
+                sizes.append(builders.partial_block(tile, iv, bounds[d]))
             level(d + 1)
             scf.YieldOp([])
             ivs.pop()

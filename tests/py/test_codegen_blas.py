@@ -455,3 +455,11 @@ def test_one_thread_blas_scopes_leave_the_thread_count_as_they_found_it():
     for got in results:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     assert _blas_thread_count() == before
+    # The scopes themselves, through the runtime the program was loaded with: entering sets
+    # one thread, and the token it returns, passed back, restores the count.
+    from kiln.runtime.custom_call import runtime
+    scope = runtime().kiln_blas_set_threads
+    token = scope(1)
+    assert _blas_thread_count() == 1
+    scope(token)
+    assert _blas_thread_count() == before

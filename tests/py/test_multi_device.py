@@ -141,21 +141,26 @@ def test_all_gather_across_partitions_with_ids():
     assert (int(p0), int(p1)) == (0, 1)
 
 
-def test_hlo_collectives_with_iota_groups_run_on_four_replicas():
-    hlo = """HloModule m, replica_count=4
-
-add {
+_HLO_ADD = """add {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
   ROOT s = f32[] add(a, b)
 }
+"""
 
-ENTRY main {
+
+def _hlo_with_add(replicas: int, entry: str) -> str:
+    """An HLO module on `replicas` replicas: an f32 `add` computation, then `entry`."""
+    return f"HloModule m, replica_count={replicas}\n\n{_HLO_ADD}\n{entry}"
+
+
+def test_hlo_collectives_with_iota_groups_run_on_four_replicas():
+    hlo = _hlo_with_add(4, """ENTRY main {
   p = f32[2] parameter(0)
   ar = f32[2] all-reduce(p), replica_groups=[2,2]<=[2,2]T(1,0), to_apply=add
   ROOT ag = f32[4] all-gather(ar), dimensions={0}, replica_groups=[2,2]<=[4]
 }
-"""
+""")
     exe = kiln.compile(hlo, filename="collectives.hlo")
     xs = [np.array([d, 10 * d], np.float32) for d in range(4)]
     got = [r[0] for r in exe.run_devices([[x] for x in xs])]
@@ -202,15 +207,7 @@ def test_wrong_number_of_device_arguments_is_reported():
 
 
 def test_hlo_async_collective_pairs_run_on_two_replicas():
-    hlo = """HloModule m, replica_count=2
-
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
-
-ENTRY main {
+    hlo = _hlo_with_add(2, """ENTRY main {
   p = f32[2] parameter(0)
   s = f32[2] all-reduce-start(p), replica_groups={{0,1}}, to_apply=add
   d = f32[2] all-reduce-done(s)
@@ -218,7 +215,7 @@ ENTRY main {
   pd = f32[2] collective-permute-done(ps)
   ROOT t = (f32[2], f32[2]) tuple(d, pd)
 }
-"""
+""")
     exe = kiln.compile(hlo, filename="async.hlo")
     xs = [np.array([1, 2], np.float32), np.array([10, 20], np.float32)]
     (s0, p0), (s1, p1) = exe.run_devices([[x] for x in xs])

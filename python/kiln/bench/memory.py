@@ -97,10 +97,10 @@ def measure(workload, peer: str, timeout_s: float = 600) -> dict:
 
 def big(workloads: list) -> list:
     """The workloads whose inputs and outputs together reach BIG_BYTES."""
+    import jax
     picked = []
     for w in workloads:
         fn, args, _ = w.build()
-        import jax
         with w.jax_mode():
             outs = jax.eval_shape(fn, *args)
         out_bytes = sum(math.prod(o.shape) * np.dtype(o.dtype).itemsize

@@ -19,7 +19,7 @@ _ROUTINES = ("gemm", "gemv")
 # the JIT only (the library is not loaded RTLD_GLOBAL: its thousands of unprefixed internal
 # symbols would then interpose on another OpenBLAS loaded later, e.g. scipy's).
 # OpenBLAS's thread count, kept at 1 around calls the generated code makes on one thread:
-# the runtime's function (runtime/kiln_parallel.c), bound to the library by `thread_control`.
+# the runtime's function (runtime/kiln_parallel.c), bound to the library by `bind_thread_control`.
 _SET_THREADS = "kiln_blas_set_threads"
 
 
@@ -91,21 +91,29 @@ def jit_symbols() -> dict[str, ctypes.c_void_p]:
 
 
 @functools.lru_cache(maxsize=None)
-def thread_control() -> bool:
-    """Whether BLAS calls can be kept on the calling thread: the runtime's
-    `kiln_blas_set_threads` (runtime/kiln_parallel.c), bound here to the library's
-    `openblas_set_num_threads_local`, which it wraps in counted scopes."""
+def _thread_setter() -> ctypes.c_void_p | None:
+    """The library's `openblas_set_num_threads_local`, if it has one."""
     found = blas()
-    if found is None:
-        return False
     try:
-        setter = ctypes.cast(getattr(ctypes.CDLL(found.path), "openblas_set_num_threads_local"),
-                             ctypes.c_void_p)
+        return ctypes.cast(getattr(ctypes.CDLL(found.path), "openblas_set_num_threads_local"),
+                           ctypes.c_void_p) if found else None
     except AttributeError:
-        return False
-    from .custom_call import runtime
-    runtime().KilnBindBlasThreads(setter)
-    return True
+        return None
+
+
+def thread_control() -> bool:
+    """Whether BLAS calls can be kept on the calling thread (what the compiler asks)."""
+    return _thread_setter() is not None
+
+
+def bind_thread_control() -> None:
+    """Point the runtime's `kiln_blas_set_threads` (runtime/kiln_parallel.c), which wraps
+    the library's setter in counted scopes, at the library: once, before compiled code that
+    calls it is loaded into this process."""
+    setter = _thread_setter()
+    if setter is not None:
+        from .custom_call import runtime
+        runtime().KilnBindBlasThreads(setter)
 
 
 def has_routine(kind: str, routine: str = "gemm") -> bool:

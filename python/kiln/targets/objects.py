@@ -30,9 +30,9 @@ def _llvm():
         if not _ready:
             from .. import native
             from ..runtime.custom_call import runtime
-            from ..runtime.libraries import jit_symbols, thread_control
+            from ..runtime.libraries import bind_thread_control, jit_symbols
             runtime()  # loaded RTLD_GLOBAL first: the runtime's state is shared with ctypes
-            thread_control()  # binds the runtime's kiln_blas_set_threads to the BLAS
+            bind_thread_control()
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             # The C library and libm (memcpy, expf, log1p...), by name: MCJIT's linker

@@ -162,3 +162,16 @@ def test_saved_emulator_executable_runs(tmp_path, rng):
     exe.save(tmp_path / "prog.kx")
     loaded = kiln.load_executable(tmp_path / "prog.kx")
     np.testing.assert_allclose(loaded(x), np.sin(x) @ x, rtol=1e-5, atol=1e-5)
+
+
+def test_kernels_with_barriers_are_refused_by_name():
+    from kiln.runtime.gpu_emulator import retarget
+    llvm_ir = """define ptx_kernel void @k(ptr %p) {
+  call void @llvm.nvvm.barrier0()
+  ret void
+}
+declare void @llvm.nvvm.barrier0()
+"""
+    with pytest.raises(KilnError) as info:
+        retarget(llvm_ir, ["k"])
+    assert "llvm.nvvm.barrier0" in info.value.message and "fibers" in info.value.hint

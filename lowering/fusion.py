@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from .ir_util import walk
 
 MAX_PRODUCER_OPS = 64
 MAX_BODY_OPS = 160
@@ -54,7 +53,7 @@ def _drop_dead_generics(module: ir.Module) -> None:
     """Erase generics that write nothing. Upstream fusion leaves a fused producer behind,
     results dropped, when its body calls a function (libm's log1pf): MLIR cannot tell the
     call is pure, so the loop would still run, for nothing."""
-    for op in [o for o in walk(module.operation) if o.name == "linalg.generic"]:
+    for op in _generics(module.operation):
         if op.results or _segments(op)[1]:
             continue
         body = _body_ops(op)
@@ -67,10 +66,25 @@ def _drop_dead_generics(module: ir.Module) -> None:
 
 def _fuse_one_round(module: ir.Module) -> bool:
     changed = False
-    for consumer in [o for o in walk(module.operation) if o.name == "linalg.generic"]:
+    for consumer in _generics(module.operation):
         if _fuse_into(consumer):
             changed = True
     return changed
+
+
+def _generics(op: ir.Operation) -> list[ir.Operation]:
+    """The linalg.generics nested in `op`, in program order. Their bodies are not searched
+    (scalar code only): a round walks the loops and functions, not every fused body."""
+    found = []
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                child = child.operation
+                if child.name == "linalg.generic":
+                    found.append(child)
+                elif len(child.regions):
+                    found.extend(_generics(child))
+    return found
 
 
 def _maps(op: ir.Operation) -> list[ir.AffineMap]:
@@ -220,9 +234,11 @@ def _dedupe(block: ir.Block) -> None:
     for o in [o.operation for o in block.operations][:-1]:
         if o.regions or len(o.results) != 1:
             continue
-        key = (o.name, tuple(o.operands), str(o.results[0].type),
-               tuple(sorted((str(o.attributes[k].name), str(o.attributes[k].attr))
-                            for k in range(len(o.attributes)))))
+        # Types and attributes are uniqued in the context: equal means identical, no
+        # need to print them.
+        key = (o.name, tuple(o.operands), o.results[0].type,
+               tuple(sorted(((o.attributes[k].name, o.attributes[k].attr)
+                             for k in range(len(o.attributes))), key=lambda item: item[0])))
         if key in seen:
             o.results[0].replace_all_uses_with(seen[key])
             o.erase()

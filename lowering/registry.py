@@ -226,7 +226,7 @@ def _register_kiln_passes() -> None:
     from . import (checks, dynamic_results, entry, fusion, guards, in_place, layouts, tuples,
                    verify)
     from .codegen import blas, fastmath, interrupts, parallel
-    from .codegen import invariant_loads
+    from .codegen import invariant_loads, loop_hints
     from .legalize.convolutions import canonicalize_convolutions
     from .codegen import loop_order, reductions, rows, tiling
     from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
@@ -353,8 +353,8 @@ def _register_kiln_passes() -> None:
              "outermost parallel loop, on all cores", parallel.parallelize)
     register("kiln-tile-transposes", "large transposing linalg.generics -> 2-D tiles, "
              "so reads and writes both stay in cache", tiling.tile_transposes)
-    register("kiln-approximate-math", "f32 exp/log/tanh/sin/cos/tan/log1p -> vectorizable "
-             "polynomial approximations", fastmath.approximate_math)
+    register("kiln-approximate-math", "f32 exp/log/tanh/sin/cos/tan/log1p and f64 "
+             "exp/log -> vectorizable polynomial approximations", fastmath.approximate_math)
     register("kiln-reassociate-reductions", "mark float reductions reassoc so LLVM can "
              "vectorize them", fastmath.reassociate_reductions)
     register("kiln-copies-as-loops", "memref.copy between strided views -> linalg.copy",
@@ -366,6 +366,9 @@ def _register_kiln_passes() -> None:
              invariant_loads.hoist_invariant_loads)
     register("kiln-interrupt-checks", "poll for Ctrl-C at the top of while loops and outer "
              "for loops", interrupts.insert_interrupt_checks)
+    register("kiln-loop-hints", "scf.for loops with long loops inside: LLVM does not unroll "
+             "them (copies of vectorized loops cost LLVM time and buy nothing)",
+             loop_hints.annotate_loops)
     # the GPU target's passes (lowering/gpu/)
     from .gpu import register_passes as register_gpu_passes
     register_gpu_passes(register)

@@ -4,18 +4,28 @@ does).
 LLVM lowers `math.exp`/`math.tanh` to libm calls, one element at a time, which also keeps
 the loop vectorizer away from the whole loop (gelu over 4M elements: ~70 ms, XLA ~4 ms).
 XLA:CPU instead emits polynomial approximations as plain arithmetic; so does this pass, for
-f32 scalars in linalg bodies. exp is the well-known Cephes expf kernel, keeping IEEE special
-cases exact: NaN in -> NaN out, exp(+inf) = inf, exp(-inf) = 0, overflow to inf and gradual
-underflow to subnormals; measured within 1 ulp over [-110, 95].
+f32 scalars in linalg bodies (and f64 exp/log: f64math.py). exp is the well-known Cephes expf
+kernel, keeping IEEE special cases exact: NaN in -> NaN out, exp(+inf) = inf, exp(-inf) = 0,
+overflow to inf and gradual underflow to subnormals; measured within 1 ulp over [-110, 95].
 
 log (Cephes logf, subnormal inputs scaled first) keeps log(+-0) = -inf, log(x < 0) = NaN,
 log(+inf) = inf. Measured ulp errors: tests/py/test_fastmath_log.py.
 
-tanh, sin/cos/tan and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are
-evaluated in f64 (widened.py): a rational tanh, sin/cos/tan with exact table-driven range
-reduction, log1p by atanh's series; each within 0.503 ulp over every f32 input (measured;
-tests/py/test_fastmath_trig.py, test_fastmath_log.py, test_codegen_fastmath.py). tanh keeps
-tanh(+-inf) = +-1, tanh(-0.0) = -0.0.
+tanh is f32 arithmetic, two forms chosen per element by a select: for |x| < 0.5625 the odd
+polynomial x + x^3 S(x^2) (error under 0.78 ulp: the x^3 term is at most a tenth of the
+result, so its roundings are damped), else tanh|x| = u / (u + 2) with u = expm1(2|x|), |x|
+clamped to 9.125 where tanh rounds to 1 (u from Cody-Waite reduction and a degree-7
+polynomial, 2^k from the bits of k + 1.5 * 2^23; error under 1.5 ulp). Measured over every
+f32: 1.4984 ulp at most (tests/py/test_codegen_fastmath.py checks a grid of all binades). An
+f32 rational x P/Q (XLA's form) is as short but 5-6 ulp (its two Horner sums round at every
+step, undamped); evaluating the rational in f64 kept 0.5 ulp but took ~20% longer in gelu,
+f64 vectors holding half the lanes.
+tanh keeps tanh(+-inf) = +-1, tanh(-0.0) = -0.0, NaN -> NaN.
+
+sin/cos/tan and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are evaluated
+in f64 (widened.py): sin/cos/tan with exact table-driven range reduction, log1p by atanh's
+series; each within 0.503 ulp over every f32 input (measured; tests/py/test_fastmath_trig.py,
+test_fastmath_log.py). f64 exp and log: f64math.py.
 
 Reductions: StableHLO leaves the order of a reduce's combinations to the implementation, so
 the accumulating `arith.addf`/`mulf`/`maximumf`/`minimumf` of a linalg reduction gets the
@@ -26,7 +36,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, math
 
-from . import widened
+from . import f64math, value_ranges, widened
 from .builders import fastmath
 
 # Cephes expf: exp(x) = 2^m * exp(r), r = x - m ln2 in [-ln2/2, ln2/2], ln2 = C1 + C2.
@@ -37,6 +47,22 @@ _LOG_POLY = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-
              1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
              3.3333331174e-1]
 _SQRT_HALF = 0.707106781186547524
+# tanh, small |x|: (tanh(x) - x) / x^3 as a polynomial in x^2 on |x| <= 0.5625 (near-minimax,
+# Chebyshev fit, error 2^-25.9), highest degree first.
+_TANH_SMALL = [-0.006525572168998148, 0.021263353447151623, -0.053901753164581234,
+               0.1333307381350117, -0.3333333169526055]
+_TANH_SMALL_LIMIT = 0.5625
+# tanh(x) rounds to +-1 in f32 beyond |x| = 9.011 (1 - tanh < 2^-25); the clamp keeps 2^k finite
+_TANH_CLAMP = 9.125
+# (e^r - 1 - r) / r^2 on |r| <= ln2/2 (Chebyshev fit, error 2^-29.4), highest degree first
+_EXPM1_Q = [0.00019891080463998843, 0.0013933730715792083, 0.008333310844647862,
+            0.04166646419740569, 0.16666666681704215, 0.500000001353873]
+# ln2 = _LN2_HI + _LN2_LO, _LN2_HI with 16 significant bits: k * _LN2_HI is exact for k < 2^8
+_LN2_HI = 0.693145751953125
+_LN2_LO = 1.4286068203094173e-06
+# 1.5 * 2^23: adding it rounds a float in [-2^22, 2^22] to an integer k, left in the low
+# mantissa bits (so 2^k needs no float -> int conversion, and NaN stays NaN, not poison)
+_ROUNDING_SHIFTER = 12582912.0
 
 
 class _Builder:
@@ -123,41 +149,77 @@ def _log(b: _Builder, x):
     return b.select(b.cmp(_ULT, x, b.c(0.0)), b.c(float("nan")), r)
 
 
+def _tanh(b: _Builder, x):
+    a = b.min(math.absf(x), b.c(_TANH_CLAMP))          # NaN stays NaN
+    # small |x|: a + a^3 S(a^2), a = |x| (the sign goes on last, so tanh(-0.0) = -0.0)
+    z = b.mul(a, a)
+    small = b.fma(b.mul(a, z), b.horner(z, _TANH_SMALL), a)
+    # large |x|: tanh a = u / (u + 2), u = e^(2a) - 1 = 2^k (1 + p) - 1, p = expm1(r)
+    t = b.add(a, a)
+    shifted = b.fma(t, b.c(1.44269504088896341), b.c(_ROUNDING_SHIFTER))
+    k = b.sub(shifted, b.c(_ROUNDING_SHIFTER))
+    r = b.fma(k, b.c(-_LN2_HI), t)                     # exact
+    r = b.fma(k, b.c(-_LN2_LO), r)
+    p = b.fma(b.mul(r, r), b.horner(r, _EXPM1_Q), r)
+    k_int = arith.subi(arith.bitcast(b.i32, shifted), arith.bitcast(b.i32, b.c(_ROUNDING_SHIFTER)))
+    scale = b.pow2(k_int)                               # k in [0, 27]
+    u = b.fma(scale, p, b.sub(scale, b.c(1.0)))         # 2^k - 1 exact for k <= 24
+    large = b.div(u, b.add(u, b.c(2.0)))
+    return math.copysign(b.select(b.cmp(_OLT, a, b.c(_TANH_SMALL_LIMIT)), small, large), x)
+
+
 def _widened(kernel):
     """A kernel of widened.py (evaluated in f64; sin/cos/tan declare a table in `b.symbols`)."""
     return lambda b, x: kernel(b.symbols, x)
 
 
-# tanh, sin/cos/tan and log1p are evaluated in f64 (widened.py): within 0.5 ulp + a hair,
-# which complex log1p needs (the StableHLO testdata allow it 3 ULPs, and an f32 log1p at
-# 1.4 ulp put it at 4: log1p_complex64_20_20); tanh's rational form in f64 also takes half the
-# instructions of Cephes' exp-based f32 tanh.
-_APPROX = {"math.exp": _exp, "math.tanh": _widened(widened.tanh), "math.log": _log,
-           "math.sin": _widened(widened.sin), "math.cos": _widened(widened.cos),
-           "math.tan": _widened(widened.tan), "math.log1p": _widened(widened.log1p)}
+def _trig(kernel):
+    """sin/cos/tan of widened.py, told how large their argument can be (value_ranges.py):
+    a small one needs no reduction table."""
+    return lambda b, x: kernel(b.symbols, x, value_ranges.magnitude_bound(x))
+
+
+# sin/cos/tan and log1p are evaluated in f64 (widened.py): within 0.5 ulp + a hair, which
+# complex log1p needs (the StableHLO testdata allow it 3 ULPs, and an f32 log1p at 1.4 ulp put
+# it at 4: log1p_complex64_20_20).
+_APPROX = {"math.exp": _exp, "math.tanh": _tanh, "math.log": _log,
+           "math.sin": _trig(widened.sin), "math.cos": _trig(widened.cos),
+           "math.tan": _trig(widened.tan), "math.log1p": _widened(widened.log1p)}
 # libm calls kiln-accurate-libm-calls made of math ops (f32 only here)
 _CALLS = {"log1pf": _widened(widened.log1p)}
+# f64 exp/log (f64math.py): within 1 ulp, the rest of f64 math stays with libm
+_APPROX_F64 = {"math.exp": f64math.exp, "math.log": f64math.log}
 
 
 def approximate_math(module: ir.Module) -> None:
-    """Replace f32 scalar math.exp/tanh/log/sin/cos/tan and log1pf calls with the
-    approximations above."""
+    """Replace f32 scalar math.exp/tanh/log/sin/cos/tan and log1pf calls, and f64 math.exp/log,
+    with the approximations above."""
     todo = []
-    f32 = ir.F32Type.get()
+    f32, f64 = ir.F32Type.get(), ir.F64Type.get()
 
     def visit(op):
         op = op.operation
         if len(op.results) == 1 and op.results[0].type == f32 and _approximation(op):
-            todo.append(op)
+            todo.append((op, _f32_kernel))
+        elif len(op.results) == 1 and op.results[0].type == f64 and op.name in _APPROX_F64:
+            todo.append((op, _f64_kernel))
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
-    for op in todo:
+    for op, kernel in todo:
         with ir.InsertionPoint(op), op.location:
-            builder = _Builder()
-            builder.symbols = _enclosing_module(op)
-            value = _approximation(op)(builder, op.operands[0])
+            value = kernel(op)
         op.results[0].replace_all_uses_with(value)
         op.erase()
+
+
+def _f32_kernel(op: ir.Operation):
+    builder = _Builder()
+    builder.symbols = _enclosing_module(op)
+    return _approximation(op)(builder, op.operands[0])
+
+
+def _f64_kernel(op: ir.Operation):
+    return _APPROX_F64[op.name](op.operands[0])
 
 
 def _enclosing_module(op: ir.Operation) -> ir.Block:

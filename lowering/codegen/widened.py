@@ -1,4 +1,4 @@
-"""f32 tanh/sin/cos/tan/log1p evaluated in f64, as plain vectorizable arithmetic (no libm call).
+"""f32 sin/cos/tan/log1p evaluated in f64, as plain vectorizable arithmetic (no libm call).
 
 Why f64: a float's 24-bit result needs ~30 correct bits to round right almost always, and f64
 arithmetic gives ~50 with simple formulas, so these kernels are within 0.5 ulp plus a hair
@@ -6,8 +6,8 @@ arithmetic gives ~50 with simple formulas, so these kernels are within 0.5 ulp p
 would need careful error compensation to stay under 1 ulp. Converting f32 <-> f64 is exact
 (the final truncf rounds once) and costs one instruction per vector.
 
-tanh: x P(x^2) / Q(x^2) with x clamped to [-10, 10]: ~20 vector instructions for 8 lanes (an f32
-rational is as short but measured 5.7 ulp; Cephes' exp-based tanh took ~45).
+(f32 tanh used to be here too, as an f64 rational; fastmath.py now evaluates it in f32 within
+1.5 ulp, which made the gelu loop ~17% faster: an f64 vector holds half the lanes.)
 
 sin/cos/tan: x = M * 2^(E-150) exactly (M the 24-bit integer mantissa, E the exponent field),
 so x * 2/pi = M * C(E) with C(E) = 2^(E-150) * 2/pi, and since M is an integer only
@@ -17,6 +17,11 @@ by Machin's formula, so the reduction is exact enough for EVERY f32 (Payne-Hanek
 form, branch-free: two gathered loads per lane, hi and lo, instead of a loop over the bits of
 2/pi).
 E = 255 (inf, NaN) holds NaN, which makes sin/cos/tan(inf or NaN) NaN without a select.
+
+sin/cos/tan of an argument known to stay within 2^20 (value_ranges.py: lgamma's and digamma's
+sin(pi * frac)) skip the table: k = round(|x| 2/pi) and |x| - k pi/2 by two fmas with pi/2 in
+two f64 parts, as accurate there and without the two gathered loads per lane, which are slow
+(erf + lgamma on one core: 11.3 -> 7.0 ns an element, measured).
 
 log1p: u = 1 + x in f64 (exact for every f32 x but the tiniest, |x| < 2^-29, where the
 rounding error c is kept and added back: log(1 + x) = log(u) + c/u, and u ~ 1 there; and
@@ -69,6 +74,11 @@ def _reduction_table() -> list[float]:
 _TABLE = _reduction_table()
 _TABLE_SYMBOL = "__kiln_trig_reduction"
 _HALF_PI = 1.5707963267948966
+_HALF_PI_LO = 6.123233995736766e-17        # pi/2 - _HALF_PI
+_TWO_OVER_PI = 0.6366197723675814
+_F64_SHIFTER = 6755399441055744.0           # 1.5 * 2^52: adding it rounds to an integer
+# arguments known (value_ranges.py) to stay within this take the table-free reduction
+_BOUNDED_LIMIT = 2.0 ** 20
 _LN2 = 0.6931471805599453
 _SQRT2 = 1.4142135623730951
 # Taylor series in z = y^2, |y| <= pi/4, coefficients highest first (truncation below 2^-36
@@ -78,14 +88,6 @@ _COS_POLY = [1 / 479001600, -1 / 3628800, 1 / 40320, -1 / 720, 1 / 24, -1 / 2]
 # log(1 + m) = 2 atanh(s) = s (2 + 2s^2/3 + 2s^4/5 + ...), |s| <= 3 - 2 sqrt(2) ~ 0.172:
 # coefficients 2 / (2k + 1) through s^15 (the next term is below 2^-44 relative).
 _ATANH_POLY = [2 / (2 * k + 1) for k in range(7, -1, -1)]
-# tanh(x) ~ x P(x^2) / Q(x^2) on [0, 10], relative error below 1.4e-10 (2^-32.8): Kiln's own
-# fit (weighted least squares on P - f Q, reweighted toward minimax), highest degree first.
-# Beyond 10, tanh rounds to +-1 in f32, which the clamped value tanh(10) = 1 - 4e-9 also does.
-_TANH_P = [3.247867361706332e-11, 1.0413689379940371e-07, 4.102676322163699e-05,
-           0.004377202971503847, 0.14062555416919115, 0.9999999998672899]
-_TANH_Q = [2.6936316478578632e-09, 2.4888110196033937e-06, 0.0004914832687555793,
-           0.029030167329896824, 0.47395888614376547, 1.0]
-_TANH_CLAMP = 10.0
 
 
 class _F64:
@@ -156,6 +158,31 @@ def _reduce(b: _F64, symbols: ir.Block, x):
     return y, quadrant, negative
 
 
+def _reduce_bounded(b: _F64, x):
+    """_reduce for |x| <= _BOUNDED_LIMIT, without the table: k = round(|x| 2/pi) and
+    y = |x| - k pi/2 with pi/2 as two f64 (106 bits), each step one fma. For such |x| that
+    keeps y to ~2^-52 relative even at the f32 closest to a multiple of pi/2 (of all f32
+    below 2^20, 252.8982, at 2^-27.8: checked in extended precision), like the table.
+    k comes from a rounding shifter, not a float -> int conversion, so that NaN gives NaN
+    rather than a poison quadrant."""
+    bits = arith.bitcast(b.i32, x)
+    negative = arith.cmpi(arith.CmpIPredicate.slt, bits, b.ci(0, b.i32))
+    xd = math.absf(arith.extf(b.f64, x))
+    shifted = math.fma(xd, b.c(_TWO_OVER_PI), b.c(_F64_SHIFTER))
+    k = arith.subf(shifted, b.c(_F64_SHIFTER))
+    y = math.fma(k, b.c(-_HALF_PI), xd)
+    y = math.fma(k, b.c(-_HALF_PI_LO), y)
+    # k's low bits are the low mantissa bits of the shifted sum
+    quadrant = arith.andi(arith.trunci(b.i32, arith.bitcast(b.i64, shifted)), b.ci(3, b.i32))
+    return y, quadrant, negative
+
+
+def _reduce_any(b: _F64, symbols: ir.Block, x, bound: float):
+    if bound <= _BOUNDED_LIMIT:
+        return _reduce_bounded(b, x)
+    return _reduce(b, symbols, x)
+
+
 def _sin_cos_of_reduced(b: _F64, y):
     z = arith.mulf(y, y)
     s = math.fma(arith.mulf(y, z), b.horner(z, _SIN_POLY), y)
@@ -179,23 +206,23 @@ def _sin_quadrant(b: _F64, y, q):
     return _negate_if(upper, r)
 
 
-def sin(symbols: ir.Block, x):
+def sin(symbols: ir.Block, x, bound: float = float("inf")):
     b = _F64()
-    y, q, negative = _reduce(b, symbols, x)
+    y, q, negative = _reduce_any(b, symbols, x, bound)
     # sin is odd: the sign of x flips the result (also sin(-0.0) = -0.0)
     return arith.truncf(b.f32, _negate_if(negative, _sin_quadrant(b, y, q)))
 
 
-def cos(symbols: ir.Block, x):
+def cos(symbols: ir.Block, x, bound: float = float("inf")):
     b = _F64()
-    y, q, _ = _reduce(b, symbols, x)
+    y, q, _ = _reduce_any(b, symbols, x, bound)
     # cos(x) = sin(x + pi/2); cos is even, so the sign of x does not matter
     return arith.truncf(b.f32, _sin_quadrant(b, y, arith.addi(q, b.ci(1, b.i32))))
 
 
-def tan(symbols: ir.Block, x):
+def tan(symbols: ir.Block, x, bound: float = float("inf")):
     b = _F64()
-    y, q, negative = _reduce(b, symbols, x)
+    y, q, negative = _reduce_any(b, symbols, x, bound)
     s, c = _sin_cos_of_reduced(b, y)
     # tan(y + pi/2) = -cos(y) / sin(y); the quotient in f64 rounds once more, harmlessly
     odd = _odd(b, q)
@@ -209,16 +236,6 @@ def _reciprocal(b: _F64, d):
     r = arith.extf(b.f64, arith.divf(arith.ConstantOp(b.f32, ir.FloatAttr.get(b.f32, 1.0)).result,
                                      arith.truncf(b.f32, d)))
     return math.fma(r, math.fma(arith.negf(d), r, b.c(1.0)), r)
-
-
-def tanh(symbols: ir.Block, x):
-    # min/max keep NaN; +-inf clamp to +-10 (-> +-1); -0.0 * P / Q stays -0.0; the quotient is
-    # always positive-denominator (Q >= 1), so the f32-seeded reciprocal applies.
-    b = _F64()
-    xd = arith.minimumf(arith.maximumf(arith.extf(b.f64, x), b.c(-_TANH_CLAMP)), b.c(_TANH_CLAMP))
-    z = arith.mulf(xd, xd)
-    num = arith.mulf(xd, b.horner(z, _TANH_P))
-    return arith.truncf(b.f32, arith.mulf(num, _reciprocal(b, b.horner(z, _TANH_Q))))
 
 
 def log1p(symbols: ir.Block, x):

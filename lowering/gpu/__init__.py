@@ -7,12 +7,17 @@
   uploads of constants, copies, kernel launches), checked against what the plan can express.
 - ptx.py: the outlined gpu.module -> LLVM IR (NVPTX) -> PTX (llvmlite, libdevice linked) ->
   cubin (ptxas), and ptxas's resource report.
+- supported.py: ops the GPU target cannot run yet (custom calls, collectives), named.
+- reductions.py: row reductions as block reductions (warp shuffles and shared memory).
 """
 
 
 def register_passes(register) -> None:
     """Register the GPU passes by name (called from lowering/registry.py)."""
-    from . import host, loops, ptx, slices
+    from . import host, loops, ptx, reductions, slices, supported
+    register("kiln-gpu-check-supported", "name the first op the GPU target cannot run yet "
+             "(custom calls, collectives, host transfers), with its location",
+             supported.check_supported)
     register("kiln-gpu-dynamic-slices", "slices at computed offsets -> generics that "
              "compute the offset in each thread (no device value read on the host)",
              slices.dynamic_slices_as_gathers)
@@ -24,6 +29,9 @@ def register_passes(register) -> None:
              loops.order_dimensions)
     register("kiln-gpu-split-reductions", "full reductions -> per-thread partials, then a "
              "combination of them (two kernels)", loops.split_reductions)
+    register("kiln-gpu-block-reductions", "row reductions (and a full reduction's phases) "
+             "-> one block per output element: warp shuffles, then shared memory",
+             reductions.block_reductions)
     register("kiln-gpu-serial-kernels", "buffer work left outside parallel loops -> "
              "one-iteration parallel loops (one-thread kernels)", loops.serial_kernels)
     register("kiln-gpu-annotate-launches", "record on each launch which arguments its "

@@ -15,9 +15,11 @@ from the host is copied into it (`kiln-gpu-sink-scalars`), and libm calls the sh
 legalize stage made become math ops again, which kernels lower to libdevice
 (`kiln-gpu-libm-calls-as-math`).
 
-Not yet: reductions through shared memory and warp shuffles (a row is reduced by one
-thread, a full reduction by 1024 threads then one), transposes through shared memory, and
-loops whose trip count or predicate the device computes (`scf.while` on the host).
+Row reductions, and the phases of a split full reduction, become block reductions (warp
+shuffles and shared memory) in reductions.py; what it leaves (column reductions, many short
+rows, several accumulators) is reduced by one thread per output element here. Not yet:
+transposes through shared memory, and loops whose trip count or predicate the device
+computes (`scf.while` on the host).
 """
 from __future__ import annotations
 

@@ -82,12 +82,19 @@ def device_llvm_ir(module: ir.Module) -> str:
     from torch_mlir.dialects import llvm as llvm_dialect
     seen, parts = set(), []
     for gpu_module in _gpu_modules(module):
-        for op in gpu_module.regions[0].blocks[0].operations:
-            op = op.operation
+        # each module's globals (shared memory: `__wg_<function>_<n>`, where every kernel's
+        # function is named alike) made unique by the module's name, uses included
+        ops = [op.operation for op in gpu_module.regions[0].blocks[0].operations]
+        owned = [_symbol(op) for op in ops if op.name == "llvm.mlir.global"]
+        rename = re.compile(r"@(" + "|".join(map(re.escape, owned)) + r")(?![\w.$])") \
+            if owned else None
+        for op in ops:
             text = str(op)
+            if rename is not None:
+                text = rename.sub(lambda m: f"@{_symbol(gpu_module)}.{m.group(1)}", text)
             if _is_kernel(op):
                 text = text.replace(f"@{_symbol(op)}(", f"@{_symbol(gpu_module)}(", 1)
-            elif "sym_name" in op.attributes:
+            elif "sym_name" in op.attributes and op.name != "llvm.mlir.global":
                 if _symbol(op) in seen:
                     continue  # a declaration every module repeats (__nv_tanhf)
                 seen.add(_symbol(op))

@@ -126,6 +126,55 @@ def test_large_products_split_over_threads_agree_with_numpy(runtime, rng):
     np.testing.assert_allclose(z, x.astype(np.float64) @ y.astype(np.float64).T, rtol=1e-5, atol=1e-3)
 
 
+# Shapes that cross the kernels' blocking: chunks of N (one packed B panel each), passes over
+# K (8-bit: 12 K tiles of 64, bf16: 8 of 32), 32 x 32 blocks and 16-wide tiles with ragged
+# edges, K = 1, tiny and tall or wide products; four are big enough for the thread pool
+# (kiln_gemm_amx.c's PARALLEL_MACS).
+BLOCKING_SHAPES = [(16001, 33, 65), (33, 16001, 65), (257, 1001, 129), (130, 700, 1601),
+                   (2100, 1000, 1), (3, 5000, 200), (40, 2100, 2100), (31, 17, 1)]
+ALL_LAYOUTS = [(False, False), (True, False), (False, True), (True, True)]
+
+
+@pytest.mark.parametrize("m,n,k", BLOCKING_SHAPES)
+@pytest.mark.parametrize("ta,tb", ALL_LAYOUTS)
+def test_int8_kernel_is_bit_exact_across_blocking_edges(runtime, m, n, k, ta, tb, rng):
+    for types in [(np.int8, np.int8), (np.uint8, np.uint8)]:
+        a = operand(rng, (k, m) if ta else (m, k), types[0])
+        b = operand(rng, (n, k) if tb else (k, n), types[1])
+        flags = (A_UNSIGNED | B_UNSIGNED) if types[0] == np.uint8 else 0
+        # float64 sums of these products are exact (|sum| < 2^31), and BLAS-fast
+        want = ((a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64))
+        want = want.astype(np.int64)
+        c = np.full((m, n), -7, np.int32)
+        call(runtime, a, b, c, ta, tb, flags)
+        np.testing.assert_array_equal(c, want)
+    call(runtime, a, b, c, ta, tb, flags | ACCUMULATE)   # C += A B over every K pass
+    np.testing.assert_array_equal(c, 2 * want)
+
+
+@pytest.mark.parametrize("m,n,k", BLOCKING_SHAPES)
+@pytest.mark.parametrize("ta,tb", ALL_LAYOUTS)
+def test_bf16_kernel_matches_f64_across_blocking_edges(runtime, m, n, k, ta, tb, rng):
+    a = operand(rng, (k, m) if ta else (m, k), ml_dtypes.bfloat16)
+    b = operand(rng, (n, k) if tb else (k, n), ml_dtypes.bfloat16)
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    c = np.full((m, n), 3.0, np.float32)
+    call(runtime, a, b, c, ta, tb)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+    call(runtime, a, b, c, ta, tb, ACCUMULATE)
+    np.testing.assert_allclose(c, 2 * want, rtol=1e-5, atol=2e-5 * np.sqrt(k))
+
+
+def test_products_into_a_wider_c_leave_the_columns_past_n_alone(runtime, rng):
+    # ldc > N (C a column slice of a wider array): the padded tiles must not spill over
+    a, b = operand(rng, (100, 300), np.int8), operand(rng, (300, 70), np.int8)
+    wide = np.full((100, 96), 5, np.int32)
+    runtime.kiln_gemm_i8_i32(100, 70, 300, a.ctypes.data, 300, 1, b.ctypes.data, 70, 1,
+                             wide.ctypes.data, 96, 0)
+    np.testing.assert_array_equal(wide[:, :70], a.astype(np.int64) @ b.astype(np.int64))
+    assert (wide[:, 70:] == 5).all()
+
+
 # ---- compiled programs -------------------------------------------------------------------
 
 KERNELS = {"bf16": "kiln_gemm_bf16_f32", "i8": "kiln_gemm_i8_i32"}
@@ -160,6 +209,10 @@ LAYOUTS = [
      "batching_dims = [0] x [0], contracting_dims = [2] x [1]", "bmk,bkn->bmn"),
     ((2, 3, 64, 40), (2, 3, 64, 24), (2, 3, 40, 24),
      "batching_dims = [0, 1] x [0, 1], contracting_dims = [2] x [2]", "abkm,abkn->abmn"),
+    # ragged sizes past one 32 x 32 block and one K pass, batched and transposed
+    ((2, 301, 130), (2, 97, 301), (2, 130, 97),
+     "batching_dims = [0] x [0], contracting_dims = [1] x [2]", "bkm,bnk->bmn"),
+    ((130, 1100), (1100, 97), (130, 97), "contracting_dims = [1] x [0]", "mk,kn->mn"),
 ]
 INTS = {"i8": np.int8, "ui8": np.uint8}
 

@@ -73,6 +73,56 @@ def test_special_values(op, ref):
         np.testing.assert_array_equal(got[7:], x[7:])
 
 
+CLAMPED = """
+func.func @main(%x: tensor<Nxf32>) -> tensor<Nxf32> {
+  %lo = stablehlo.constant dense<-1048576.0> : tensor<f32>
+  %hi = stablehlo.constant dense<1048576.0> : tensor<f32>
+  %c = stablehlo.clamp %lo, %x, %hi : (tensor<f32>, tensor<Nxf32>, tensor<f32>) -> tensor<Nxf32>
+  %0 = OP %c : tensor<Nxf32>
+  return %0 : tensor<Nxf32>
+}"""
+
+
+@pytest.mark.parametrize("op,ref", OPS)
+def test_bounded_argument_needs_no_table(op, ref, rng):
+    """An argument known to stay within 2^20 (here clamped) takes the table-free reduction:
+    just as accurate, near multiples of pi/2 included, and NaN still gives NaN."""
+    x = inputs(rng)
+    x = np.concatenate([x[np.abs(x) <= 2.0 ** 20], [np.nan, -0.0, 2.0 ** 20, -(2.0 ** 20)]])
+    x = x.astype(np.float32)
+    exe = kiln.compile(CLAMPED.replace("N", str(x.size)).replace("OP", op))
+    codegen = exe.ir("codegen")
+    assert f"math.{ref.__name__}" not in codegen
+    assert "__kiln_trig_reduction" not in codegen
+    (got,) = exe(x)
+    assert np.isnan(got[-4])
+    want = ref(x[:-4].astype(np.float64))
+    err = ulps(got[:-4], want)
+    assert err.max() < 0.5005, (err.max(), x[:-4][err.argmax()])
+    assert np.signbit(got[-3]) == (op != "stablehlo.cosine")
+    np.testing.assert_array_equal(got[-2:], ref(x[-2:].astype(np.float64)).astype(np.float32))
+
+
+def test_lgamma_reflection_sine_is_bounded(rng):
+    """lgamma's reflection formula takes sin(pi * frac(|x|)): kiln-approximate-math sees that
+    argument stay within [0, 2 pi] and drops the table's gathers (the erf_lgamma workload)."""
+    n = 20000
+    src = f"""
+func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %0 = chlo.lgamma %x : tensor<{n}xf32> -> tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}"""
+    exe = kiln.compile(src)
+    assert "__kiln_trig_reduction" not in exe.ir("codegen")
+    x = np.concatenate([rng.uniform(-30, 30, n // 2), rng.uniform(0.01, 1e4, n // 2)])
+    x = x.astype(np.float32)
+    x[np.abs(x - np.round(x)) < 1e-3] += np.float32(0.01)       # away from lgamma's poles
+    (got,) = exe(x)
+    from scipy.special import gammaln
+    want = gammaln(x.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
 def test_f64_keeps_libm():
     x = np.linspace(-1e4, 1e4, 10001)
     exe = kiln.compile(unary("stablehlo.sine", f"tensor<{x.size}xf64>"))

@@ -58,12 +58,13 @@ def test_row_and_column_reductions(rng):
 
 @pytest.mark.parametrize("shape", [(30,), (300, 70)])
 def test_full_reductions(rng, shape):
-    # (30,): one serial kernel; 21000 elements: 1024 per-thread partials, then a second kernel
+    # (30,): one block; 21000 elements: 1024 partials of 20 (32 lanes each, 8 to a block),
+    # then a block combining them
     x = rng.standard_normal(shape, np.float32)
     exe = check(lambda x: (x.sum(), x.max(), x.min()), x, rtol=1e-4, atol=1e-3)
     names = " ".join(t.name for t in exe.thunks())
     if len(shape) == 2:
-        assert "grid=(4,1,1)" in names  # the partials' kernel: 1024 threads
+        assert "grid=(128,1,1) block=(256,1,1)" in names  # the partials' kernel
 
 
 def test_transpose_matmul_and_softmax(rng):
@@ -164,14 +165,125 @@ def test_saved_emulator_executable_runs(tmp_path, rng):
     np.testing.assert_allclose(loaded(x), np.sin(x) @ x, rtol=1e-5, atol=1e-5)
 
 
-def test_kernels_with_barriers_are_refused_by_name():
+# -- block reductions: warp shuffles and shared memory, run by the emulator's fibers --------
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1), (300, 1), (5, 31), (100, 3), (700, 8), (20, 32),
+                                   (7, 33), (50, 77), (2, 256), (2, 257), (3, 5000),
+                                   (1, 100_003)])
+def test_block_row_reductions_over_odd_sizes(rng, shape):
+    x = rng.standard_normal(shape, np.float32)
+    exe = check(lambda x: (x.sum(1), x.max(1), x.min(1), jnp.exp(x).sum(1),
+                           (x * x).sum(1) + 1.0), x, rtol=1e-4, atol=1e-4)
+    names = " ".join(t.name for t in exe.thunks())
+    rows, length = shape
+    if length > 32 or rows == 1:
+        # one block per row: a warp's multiple at least the row, 256 threads at most
+        threads = min(256, -(-length // 32) * 32)
+        assert f"grid=({rows},1,1) block=({threads},1,1)" in names
+    else:
+        # a segment of lanes per row (a power of two), 256 / segment rows to a block
+        segment = 1 << (length - 1).bit_length()
+        assert f"grid=({-(-rows // (256 // segment))},1,1) block=(256,1,1)" in names
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, ml_dtypes.bfloat16, np.int32,
+                                   np.int8, np.int64, np.uint32, np.bool_])
+def test_block_reductions_of_every_width(dtype, jax_x64):
+    x = (np.arange(6 * 70).reshape(6, 70) % 11 - 5).astype(dtype)
+    if dtype == np.bool_:
+        check(lambda x: (x.any(1), x.all(1)), x)
+    elif np.issubdtype(dtype, np.integer):
+        check(lambda x: (x.max(1), x.min(1), x.sum(1)), x)
+    else:
+        tol = 5e-2 if np.dtype(dtype).itemsize == 2 else 1e-9
+        check(lambda x: (x.max(1), (x / 8).sum(1)), x, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4096 * 33 + 7])
+def test_full_reductions_in_blocks(rng, n):
+    # 4096 * 33 + 7 elements: 1024 rows of 132 (a block each), the 7 left over and the 1024
+    # partials each combined by one block
+    x = rng.standard_normal(n, np.float32)
+    exe = check(lambda x: (x.sum(), x.max(), jnp.abs(x).min()), x, rtol=1e-4, atol=1e-3)
+    names = " ".join(t.name for t in exe.thunks())
+    if n > 4096:
+        assert "grid=(1024,1,1) block=(160,1,1)" in names
+
+
+def test_softmax_and_layer_norm_rows(rng):
+    x = rng.standard_normal((37, 1000), np.float32) * 4
+
+    def layer_norm(x):
+        mu = x.mean(-1, keepdims=True)
+        return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5)
+    check(lambda x: (jax.nn.softmax(x, axis=-1), layer_norm(x), jax.nn.logsumexp(x, -1)), x,
+          rtol=1e-4, atol=1e-5)
+
+
+def test_block_reductions_run_as_fibers(rng, monkeypatch):
+    # the kernels read only shared memory they wrote: zeroed or poisoned, the same results
+    x = rng.standard_normal((9, 300), np.float32)
+    for mode in ("zero", "poison"):
+        monkeypatch.setenv("KILN_GPU_EMULATOR_SHARED", mode)
+        exe = check(lambda x: x.sum(1), x, rtol=1e-4, atol=1e-4)
+    bundle = __import__("json").loads(next(iter(exe._cache.values())).artifact.code)
     from kiln.runtime.gpu_emulator import retarget
-    llvm_ir = """define ptx_kernel void @k(ptr %p) {
-  call void @llvm.nvvm.barrier0()
-  ret void
+    assert "call i32 @kiln_emu_run_block" in retarget(bundle["llvm_ir"], bundle["kernels"])
+
+
+def test_column_reductions_keep_a_thread_per_column(rng):
+    x = rng.standard_normal((300, 70), np.float32)
+    exe = check(lambda x: x.sum(0), x, rtol=1e-4, atol=1e-4)
+    assert all("block=(256,1,1)" in t.name for t in exe.thunks() if t.kind == "kernel-launch")
+
+
+# -- what the GPU target cannot run yet: named before legalization -------------------------
+
+def test_custom_calls_are_named_with_their_location():
+    program = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = stablehlo.custom_call @my_library_op(%x) {api_version = 2 : i32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}"""
+    for target in ("gpu", "gpu-emulator"):
+        with pytest.raises(KilnError) as info:
+            kiln.compile(program, target=target)
+        error = info.value
+        assert "custom call 'my_library_op'" in error.message
+        assert "not supported by the GPU target" in error.message
+        assert error.location.endswith(":2:8") and "target='cpu'" in error.hint
+
+
+def test_collectives_are_named_with_their_location():
+    program = """module @m attributes {mhlo.num_replicas = 2 : i32} {
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = "stablehlo.all_reduce"(%x) ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
 }
-declare void @llvm.nvvm.barrier0()
-"""
+}"""
     with pytest.raises(KilnError) as info:
-        retarget(llvm_ir, ["k"])
-    assert "llvm.nvvm.barrier0" in info.value.message and "fibers" in info.value.hint
+        kiln.compile(program, target="gpu-emulator")
+    error = info.value
+    assert "'stablehlo.all_reduce' (collective)" in error.message
+    assert error.location.endswith(":3:8") and error.hint
+
+
+def test_jax_custom_calls_lowered_to_ops_still_run(rng):
+    # approx_max_k is a custom call JAX emits; Kiln lowers it to ops, which the GPU runs
+    x = rng.standard_normal((4, 64), np.float32)
+    exe = check(lambda x: jax.lax.approx_max_k(x, 3)[0], x)
+    np.testing.assert_allclose(exe(x), -np.sort(-x, axis=1)[:, :3], rtol=1e-6)
+
+
+def test_block_reductions_of_fused_producers(rng):
+    # the element computation fused into the reduction: indices (iota), a broadcast input,
+    # a second input, and a scalar captured from the host
+    x = rng.standard_normal((45, 130), np.float32)
+    b = rng.standard_normal(130, np.float32)
+    check(lambda x, b, s: ((x * jnp.arange(130, dtype=jnp.float32)).sum(1),
+                           (x * b[None, :]).sum(1), jnp.abs(x - b).max(1),
+                           (x * s).min(1), jnp.sum(x > 0, axis=1)),
+          x, b, np.float32(1.5), rtol=1e-4, atol=1e-3)

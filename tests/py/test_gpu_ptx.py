@@ -4,6 +4,7 @@ executable holding the cubin and the plan."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -38,6 +39,8 @@ PROGRAMS = {
     # name: (function, argument shapes, kernels at least)
     "mlp": (transformer_ish, [(16, 32), (32, 64), (64,)], 5),
     "elementwise": (lambda x: jnp.tanh(x) * jnp.exp(-x * x) + jnp.sqrt(jnp.abs(x)), [(128, 96)], 1),
+    "reductions": (lambda x, y: (jax.nn.softmax(x, axis=-1), x.max(1), y.sum(), y.min()),
+                   [(64, 1000), (1 << 20,)], 6),
 }
 
 
@@ -61,6 +64,29 @@ def test_ptx_assembles_within_limits(name, arch):
         assert 0 < r["registers"] <= MAX_REGISTERS, r
         assert r["spill_stores"] == 0 and r["spill_loads"] == 0, r
         assert r["shared_bytes"] <= MAX_STATIC_SHARED, r
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_block_reductions_use_shuffles_barriers_and_shared_memory(arch):
+    # row sums of 1000 and a full sum of 2^20 (its 1024 partial rows, then the partials):
+    # a block per row, 8 warps combined through 8 partials and 8 flags in shared memory
+    exe = kiln.compile(jax_program(lambda x, y: (x.sum(1), y.sum()), (64, 1000), (1 << 20,)),
+                       target="gpu", gpu_arch=arch)
+    bundle = bundle_of(exe)
+    text = bundle["ptx"]
+    # offsets as immediates: the constants live in the kernels, not in their parameters
+    offsets = {int(m) for m in re.findall(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, (\d+), 31, -1;",
+                                          text)}
+    assert offsets == {16, 8, 4, 2, 1}
+    assert "bar.sync" in text and "st.shared" in text and "ld.shared" in text
+    launches = [t.name for t in exe.thunks() if t.kind == "kernel-launch"]
+    assert any("grid=(64,1,1) block=(256,1,1)" in n for n in launches)
+    assert any("grid=(1024,1,1) block=(256,1,1)" in n for n in launches)
+    shared = [r for r in bundle["resources"] if r["shared_bytes"]]
+    assert len(shared) == 3   # the row sum and both phases of the full sum
+    for r in shared:
+        assert r["shared_bytes"] == 2 * 8 * 4, r
+        assert 0 < r["registers"] <= 64 and r["spill_stores"] == 0 and r["stack_bytes"] == 0, r
 
 
 def test_resource_report_parsing():

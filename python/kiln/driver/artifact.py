@@ -66,6 +66,10 @@ class Artifact:
     timings: list[StageTiming] = field(default_factory=list)
     plan: dict | None = None           # plan.to_json(), when asked for
     origin: str = "compiled"           # or "cache", "file": where this process got it (not saved)
+    # Only in a compile-cache entry for a whole source (driver/front.py): the executable
+    # around the code (source_import.ExecutableInfo.to_json()) and its imported module, bytecode.
+    executable: dict | None = None
+    imported: bytes | None = None
 
     def header(self) -> dict:
         return {
@@ -82,8 +86,13 @@ class Artifact:
         }
 
     def to_bytes(self) -> bytes:
-        header = json.dumps(self.header(), separators=(",", ":")).encode()
-        return MAGIC + struct.pack("<Q", len(header)) + header + self.code
+        header = self.header()
+        imported = self.imported or b""
+        if self.executable is not None:
+            header["executable"] = self.executable
+            header["imported_size"] = len(imported)
+        encoded = json.dumps(header, separators=(",", ":")).encode()
+        return MAGIC + struct.pack("<Q", len(encoded)) + encoded + self.code + imported
 
     @classmethod
     def from_bytes(cls, data: bytes, what: str) -> Artifact:
@@ -94,12 +103,19 @@ class Artifact:
         start = len(MAGIC) + 8
         try:
             h = json.loads(data[start:start + size])
-            return cls(h["target"], h["entry"], h["symbol"], data[start + size:], h["externals"],
+            # The imported module, when there is one, follows the code.
+            imported_size = int(h.get("imported_size", 0))
+            end = len(data) - imported_size
+            if end < start + size:
+                raise ValueError("the sections overrun the data")
+            return cls(h["target"], h["entry"], h["symbol"], data[start + size:end], h["externals"],
                        h["call_sites"], [TensorSpec(tuple(s), e) for s, e in h["results"]],
                        h["sources"], h["user_results"], decode(h["checks"]),
                        {k: v for k, v in h["dimension_values"]}, h["cpu"], h["kiln"],
                        [StageTiming(n, s, [PassTiming(pn, ps) for pn, ps in p])
-                        for n, s, p in h["timings"]], h["plan"])
+                        for n, s, p in h["timings"]], h["plan"],
+                       executable=h.get("executable"),
+                       imported=data[end:] if "executable" in h else None)
         except (ValueError, KeyError, TypeError) as exc:
             raise KilnError(f"{what} is damaged: {type(exc).__name__}: {exc}",
                             hint="compile the program again") from None

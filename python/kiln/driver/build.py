@@ -7,9 +7,7 @@ function of `__main__`, which another process cannot import).
 """
 from __future__ import annotations
 
-import io
 import os
-import pickle
 import sys
 import threading
 import time
@@ -22,17 +20,20 @@ from .compiler import CompileRequest, compile_artifact
 PROGRESS_AFTER_S = 2.0
 
 
-def obtain(request: CompileRequest) -> Artifact:
-    """The artifact for `request`: from the cache, or compiled (and then cached)."""
+def obtain(request: CompileRequest, module=None) -> Artifact:
+    """The artifact for `request`: from the cache, or compiled (and then cached). `module`:
+    the request's module, parsed already (a static signature's), which a compile in this
+    process may take over instead of parsing its own."""
     key = cache.key(request)
     artifact = cache.load(key)
     if artifact is not None:
         return artifact
-    progress = _Progress(request)
-    sendable = _pickled_for_worker(request)
+    progress = Progress(request.options, request.entry)
+    sendable = pickled_for_worker(request)
     try:
         if sendable is None:
-            artifact = compile_artifact(request, progress.update)
+            artifact = compile_artifact(request, progress.update, module=module,
+                                        context=module.context if module is not None else None)
         else:
             from .worker import compile_in_worker
             artifact = compile_in_worker(request, sendable, progress.update)
@@ -44,41 +45,30 @@ def obtain(request: CompileRequest) -> Artifact:
 
 def will_use_worker(options: dict) -> bool:
     """Whether compiles with these options go to a worker (unless the request cannot be sent,
-    see `_pickled_for_worker`)."""
+    see `pickled_for_worker`)."""
     return not (os.environ.get("KILN_COMPILE_IN_PROCESS", "0") not in ("", "0")
                 or options.get("isolate", True) is False)
 
 
-def _pickled_for_worker(request: CompileRequest) -> bytes | None:
-    """`request` pickled for a compile worker, or None when it compiles here: isolation is
-    off, or the request holds what another process cannot rebuild (lambdas and closures do
-    not pickle; functions and classes of `__main__` pickle by a name the worker lacks)."""
+def pickled_for_worker(request) -> bytes | None:
+    """`request` (a CompileRequest, or source_import.py's ImportRequest) pickled for a compile
+    worker, or None when it compiles here: isolation is off, or the request holds what
+    another process cannot rebuild (worker.pickle_request)."""
     if not will_use_worker(request.options):
         return None
-    buffer = io.BytesIO()
-    try:
-        _WorkerPickler(buffer).dump(request)
-    except Exception:  # noqa: BLE001 - pickle raises many kinds (PicklingError, TypeError...)
-        return None
-    return buffer.getvalue()
+    from .worker import pickle_request
+    return pickle_request(request)
 
 
-class _WorkerPickler(pickle.Pickler):
-    def persistent_id(self, obj):  # called for every object pickled
-        if getattr(obj, "__module__", None) == "__main__":
-            raise pickle.PicklingError(f"{obj!r} is defined in __main__")
-        return None
-
-
-class _Progress:
+class Progress:
     """One self-rewriting line on stderr naming the stage a long compile is in: shown once a
     compile has taken PROGRESS_AFTER_S, only on a terminal (option progress=True: always)."""
 
-    def __init__(self, request: CompileRequest):
-        wanted = request.options.get("progress")
+    def __init__(self, options: dict, entry: str | None):
+        wanted = options.get("progress")
         self.enabled = wanted if wanted is not None else _stderr_is_terminal()
         self.start = time.monotonic()
-        self.label = f"kiln: compiling @{request.entry}"
+        self.label = f"kiln: compiling @{entry}" if entry else "kiln: compiling"
         self.stage = "import"
         self.shown = False
         self._stop = threading.Event()
@@ -86,6 +76,10 @@ class _Progress:
         if self.enabled:
             self._ticker = threading.Thread(target=self._tick, daemon=True)
             self._ticker.start()
+
+    def name_entry(self, entry: str) -> None:
+        """The entry's name, once an import has found it."""
+        self.label = f"kiln: compiling @{entry}"
 
     def update(self, stage: str, step: str | None) -> None:
         self.stage = stage if step is None else f"{stage}: {step}"

@@ -4,9 +4,10 @@ loaded, not compiled, by every later process.
 On by default, in the user's cache directory ($XDG_CACHE_HOME/kiln or ~/.cache/kiln);
 KILN_CACHE_DIR moves it, KILN_CACHE=0 turns it off, KILN_CACHE_MAX_MB bounds it (default
 2048): past the bound, the least recently used entries go. An entry's key is a digest of
-everything that decides the code: the imported module, the argument shapes, the entry, the
-target and its options, the calling convention, the custom-call targets it may call, the CPU
-and Kiln's build. Writers write a private file and rename it into place, so processes that
+everything that decides the code: the imported module (or, for a source compiled in one
+trip to a worker, driver/front.py, the source's own bytes and name), the argument shapes,
+the entry, the target and its options, the calling convention, the custom-call targets it
+may call, the CPU and Kiln's build. Writers write a private file and rename it into place, so processes that
 compile the same program at once each leave a whole entry, never a torn one; a damaged entry
 reads as a miss.
 """
@@ -50,24 +51,40 @@ def max_bytes() -> int:
 def key(request: CompileRequest) -> str | None:
     """The request's cache key; None when it cannot be cached (options that are Python
     functions, whose behaviour no digest captures, or dumps and timing, which must run)."""
+    return _digest({"entry": request.entry, "shapes": request.shapes,
+                    "convention": dataclasses.asdict(request.convention),
+                    "plan": request.want_plan}, request, request.imported)
+
+
+def source_key(request) -> str | None:
+    """The cache key of a whole source compiled in one trip (source_import.ImportRequest):
+    its content and name (locations name it) instead of the imported module, so that a hit
+    needs no parse."""
+    source = request.source
+    return _digest({"source of": request.filename, "entry": request.entry,
+                    "text": isinstance(source, str)}, request,
+                   source.encode("utf-8", "surrogatepass") if isinstance(source, str) else source)
+
+
+def _digest(described: dict, request, content: bytes) -> str | None:
+    """A digest of `described`, `content` and what every key holds: the request's target,
+    options and custom-call targets, the CPU and Kiln's build."""
     options = {k: v for k, v in request.options.items() if k not in _REPORTING_OPTIONS}
     if any(request.options.get(k) for k in ("dump_dir", "dump_pass_regex", "timing")):
         return None
     try:
-        described = json.dumps({
-            "entry": request.entry, "target": request.target, "options": options,
-            "shapes": request.shapes, "convention": dataclasses.asdict(request.convention),
-            "custom_calls": sorted(map(list, request.custom_calls), key=str),
-            "plan": request.want_plan, "kiln": kiln_build(),
+        text = json.dumps({
+            **described, "target": request.target, "options": options,
+            "custom_calls": sorted(map(list, request.custom_calls), key=str), "kiln": kiln_build(),
         }, sort_keys=True, default=_refuse)
     except TypeError:
         return None
     from ..targets.objects import host_cpu
-    digest = hashlib.sha256(described.encode())
+    digest = hashlib.sha256(text.encode())
     digest.update(json.dumps(host_cpu(), sort_keys=True).encode())
     # KILN_AMX=0 routes bf16/int8 products elsewhere when compiling (runtime/libraries.py)
     digest.update(os.environ.get("KILN_AMX", "").encode())
-    digest.update(request.imported)
+    digest.update(content)
     return digest.hexdigest()
 
 

@@ -125,16 +125,21 @@ ProgressHook = Callable[[str, str | None], None]
 
 
 def compile_artifact(request: CompileRequest, progress: ProgressHook | None = None,
-                     reproduce: dict | None = None, context: ir.Context | None = None) -> Artifact:
+                     reproduce: dict | None = None, context: ir.Context | None = None,
+                     module: ir.Module | None = None) -> Artifact:
     """Specialise, run every stage of the request's target and emit object code. Runs in a
     compile worker (driver/worker.py) or, when asked, in the caller. `progress(stage, None)`
     is told of each stage as it starts; `reproduce` holds the worker's reproducer hooks
     ("stage_start": (stage, module), "after_pass": (stage, pass, module)). A worker passes
-    the `context` it made before forking."""
+    the `context` it made before forking; one that imported the source passes its `module`
+    (the request's, parsed already: a static signature's, which needs no specialising)."""
     from ..targets import get_target
     target = get_target(request.target, **request.options)
     entry, filename = request.entry, request.filename
-    module, dimension_values = specialised_module(request, context or make_context())
+    if module is not None and request.shapes is None:
+        dimension_values: dict[int, int] = {}
+    else:
+        module, dimension_values = specialised_module(request, context or make_context())
     timings: list[StageTiming] = []
     stages = target.stages(entry)
     dumper = dump_writer(target.options, module, filename, request.module_id)

@@ -8,7 +8,6 @@ exports (`.flat(*arrays)` always takes and returns flat arrays).
 """
 from __future__ import annotations
 
-import functools
 import threading
 
 import numpy as np
@@ -16,7 +15,6 @@ from torch_mlir import ir
 
 from ..context import make_context
 from ..diagnostics import format_location
-from ..layout import Layout
 from ..errors import CheckFailure, KilnError, api_boundary
 from ..frontend.convention import PLAIN, CallingConvention
 from ..lowering.ir_util import find_entry
@@ -27,6 +25,7 @@ from ..runtime.dtypes import normalize_sub_byte
 from ..runtime.memref import TensorSpec
 from ..targets.base import Target
 from . import avals, calling, plan
+from .layouts import EntryLayouts
 from ..dumping import next_module_id
 from ..runtime.custom_call import REGISTRY
 from . import build
@@ -37,7 +36,9 @@ from .compiler import (Compiled, CompileRequest, load_compiled, signature, speci
 class Executable:
     def __init__(self, imported: ir.Module, target: Target, entry: str | None, filename: str,
                  compile_now: bool = True, convention: CallingConvention = PLAIN,
-                 verify: bool = False):
+                 verify: bool = False, consume: bool = False):
+        """`consume`: the caller is done with `imported`, which a first compile in this
+        process may then lower in place (no second context, no second parse)."""
         self.target = target
         self.verify_calls = verify  # every call is also checked against the reference
         self.filename = filename
@@ -52,22 +53,46 @@ class Executable:
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         if compile_now and all(s.is_static for s in self.arg_specs):
-            self._compiled_for(tuple(s.shape for s in self.arg_specs))
+            shapes = tuple(s.shape for s in self.arg_specs)
+            with self._lock:
+                self._cache[shapes] = self._compile(shapes, module=imported if consume else None)
 
     @classmethod
     def load(cls, path, verify: bool = False) -> Executable:
         """The executable saved in a `.kx` file, its code linked in, nothing compiled."""
         from .saved import read
         saved = read(path)
-        exe = cls.__new__(cls)
-        exe.target, exe.filename, exe.convention = saved.target, saved.filename, saved.convention
-        exe.verify_calls = verify
-        exe._imported, exe.entry = saved.imported, saved.entry
-        exe.arg_specs, exe.result_specs = saved.arg_specs, saved.result_specs
-        exe.layouts = EntryLayouts.from_json(saved.layouts)
-        exe._lock = threading.Lock()
+        exe = cls._bare(saved.target, saved.filename, saved.convention, saved.imported,
+                        saved.entry, saved.arg_specs, saved.result_specs, saved.layouts, verify)
         exe._cache = {shapes: load_compiled(artifact, exe.target, f"@{exe.entry} of {path}")
                       for shapes, artifact in saved.artifacts.items()}
+        return exe
+
+    @classmethod
+    def from_parts(cls, target: Target, info, imported: bytes, artifacts: dict,
+                   verify: bool = False) -> Executable:
+        """The executable a compile worker imported (driver/front.py: `info` says what the
+        module holds, `imported` is its bytecode), with `artifacts` per shapes linked in;
+        nothing is parsed here."""
+        exe = cls._bare(target, info.filename, info.convention, imported, info.entry,
+                        info.arg_specs, info.result_specs, info.layouts, verify)
+        exe._device_counts = tuple(info.device_counts)
+        what = f"@{exe.entry} of {exe.filename}"
+        exe._cache = {shapes: load_compiled(artifact, target, what)
+                      for shapes, artifact in artifacts.items()}
+        return exe
+
+    @classmethod
+    def _bare(cls, target, filename, convention, imported, entry, arg_specs, result_specs,
+              layouts: dict, verify: bool) -> Executable:
+        exe = cls.__new__(cls)
+        exe.target, exe.filename, exe.convention = target, filename, convention
+        exe.verify_calls = verify
+        exe._imported, exe.entry = imported, entry
+        exe.arg_specs, exe.result_specs = arg_specs, result_specs
+        exe.layouts = EntryLayouts.from_json(layouts)
+        exe._lock = threading.Lock()
+        exe._cache = {}
         return exe
 
     # -- introspection -------------------------------------------------------------------------
@@ -396,86 +421,9 @@ class Executable:
                 self._cache[shapes] = self._compile(shapes)
             return self._cache[shapes]
 
-    def _compile(self, shapes, want_plan: bool = False) -> Compiled:
-        artifact = build.obtain(self._request(shapes, want_plan))
+    def _compile(self, shapes, want_plan: bool = False, module: ir.Module | None = None) -> Compiled:
+        artifact = build.obtain(self._request(shapes, want_plan), module)
         return load_compiled(artifact, self.target, f"@{self.entry} of {self.filename}")
-
-
-class EntryLayouts:
-    """The layouts of the entry's parameters and results at the runtime boundary.
-
-    Callers pass and get *logical* arrays (JAX's view: a layout is where elements live, not
-    what the value is). The `layout` stage compiles a parameter or result with a non-default
-    layout as its physical array (lowering/layouts.py), so each such argument is converted
-    to the buffer XLA would hold, and each such result back to the logical array: a view
-    whose strides follow a permutation layout ({0,1}: column-major memory), a copy in the
-    layout's dimension order for a tiled one (numpy strides cannot express tiles).
-    """
-
-    def __init__(self, params: list[str | None], results: list[tuple[str, list[int] | None] | None]):
-        self.params = params      # layout text per parameter; None: stored row-major
-        self.results = results    # (layout text, logical dims if static) per result
-
-    @staticmethod
-    def read(func: ir.Operation, filename: str) -> "EntryLayouts":
-        """The layouts the imported entry function asks for (kiln.layout, mhlo.layout_mode),
-        decided as `kiln-layout-assignment` decides them and kept where
-        `kiln-layout-normalization` makes the compiled value physical."""
-        from ..lowering.ir_util import function_type, symbol_name
-        from ..lowering.layouts import requested_layout
-        ftype, name = function_type(func), symbol_name(func)
-        where = format_location(func.location, filename)
-
-        def converted(key: str, types, what: str) -> list[tuple[str, list[int] | None] | None]:
-            dicts = ([{a.name: a.attr for a in ir.DictAttr(d)} for d in ir.ArrayAttr(func.attributes[key])]
-                     if key in func.attributes else [{} for _ in types])
-            found = []
-            for i, (attrs, t) in enumerate(zip(dicts, types)):
-                layout = requested_layout(attrs, t, f"{what} {i} of @{name}", where)
-                # Tiled layouts need static shapes (requested_layout checks), so a dynamic
-                # shape here has a permutation layout, whose physical order needs no sizes.
-                dims = list(ir.RankedTensorType(t).shape) if layout is not None else []
-                if layout is None or layout.stores_row_major(dims):
-                    found.append(None)
-                else:
-                    static = ir.RankedTensorType(t).has_static_shape
-                    found.append((str(layout), dims if static else None))
-            return found
-        params = [p[0] if p else None for p in converted("arg_attrs", ftype.inputs, "argument")]
-        return EntryLayouts(params, converted("res_attrs", ftype.results, "result"))
-
-    def to_json(self) -> dict:
-        return {"params": self.params, "results": [list(r) if r else None for r in self.results]}
-
-    @staticmethod
-    def from_json(data: dict) -> "EntryLayouts":
-        return EntryLayouts(list(data["params"]), [tuple(r) if r else None for r in data["results"]])
-
-    def physical_arguments(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        """The buffers the compiled entry takes for the logical `arrays`."""
-        if not any(self.params):
-            return arrays  # every parameter row-major: the arrays as they are
-        out = []
-        for array, text in zip(arrays, self.params + [None] * len(arrays)):
-            layout = _parsed_layout(text) if text else None
-            if layout is not None and not layout.stores_row_major(array.shape):
-                array = layout.to_physical(array)
-            out.append(array)
-        return out
-
-    def logical_results(self, buffers: list[np.ndarray]) -> list[np.ndarray]:
-        """The logical arrays the compiled entry's result `buffers` hold."""
-        if not any(self.results):
-            return buffers
-        out = []
-        for buffer, result in zip(buffers, self.results + [None] * len(buffers)):
-            if result is not None:
-                layout, dims = _parsed_layout(result[0]), result[1]
-                if dims is None:  # a permutation: the logical dims are the physical ones, reordered
-                    dims = [buffer.shape[layout.major_to_minor.index(k)] for k in range(buffer.ndim)]
-                buffer = layout.to_logical(buffer, dims)
-            out.append(buffer)
-        return out
 
 
 def _probed(check: dict) -> list:
@@ -485,11 +433,6 @@ def _probed(check: dict) -> list:
     from ..distributed.collectives import current
     values = current().fabric.probes.get(check["probe_id"], [])
     return [values[check["iter"]] if check["iter"] < len(values) else None]
-
-
-@functools.lru_cache(maxsize=256)
-def _parsed_layout(text: str) -> Layout:
-    return Layout.parse(text)
 
 
 def _result_buffer(spec: TensorSpec, index: int, entry: str) -> np.ndarray:

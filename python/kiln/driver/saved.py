@@ -132,7 +132,7 @@ def read(path) -> Saved:
         artifact.origin = "file"
         artifacts[shapes] = artifact
     return Saved(get_target(manifest["target"], **manifest["options"]), manifest["filename"],
-                 _convention(manifest["convention"]), imported, manifest["entry"],
+                 convention_from_json(manifest["convention"]), imported, manifest["entry"],
                  [TensorSpec(tuple(s), e) for s, e in manifest["arguments"]],
                  [TensorSpec(tuple(s), e) for s, e in manifest["results"]],
                  manifest["layouts"], artifacts)
@@ -150,7 +150,8 @@ def _is_json(value) -> bool:
         return False
 
 
-def _convention(data: dict) -> CallingConvention:
+def convention_from_json(data: dict) -> CallingConvention:
+    """The CallingConvention that `dataclasses.asdict` (then JSON) made `data` of."""
     def avals(items):
         return None if items is None else tuple(Aval(**a) for a in items)
     fields = dict(data)

@@ -2,10 +2,14 @@
 caller (a script, a Jupyter kernel) down.
 
 A worker server (`python -m kiln.driver.worker`) is a fresh, single-threaded Python that
-imported Kiln once; it forks a child per compile, so every compile starts from the same clean
-state and a crash kills only that child. The child runs the stages up to LLVM and emits object
-code (an `Artifact`), which the caller links in (targets/objects.py). Servers are pooled, one
-per compile in flight, so threads can compile several programs at once.
+imported Kiln and made its MLIR context once; it forks a child per compile, so every compile
+starts from the same clean state and a crash kills only that child. The next child is forked
+as soon as the previous one has answered, and rehearses on a small program while it waits
+(`_rehearse`), so a compile pays for neither the fork, the context nor most of the cost of
+copy-on-write. The child runs the stages up to LLVM and emits object code (an `Artifact`),
+which the caller links in (targets/objects.py); given a whole source (driver/front.py), it
+imports it first (driver/source_import.py). Servers are pooled, one per compile in flight,
+so threads can compile several programs at once.
 
 The child reports each stage as it starts; the caller uses that for progress on a terminal
 and, when the child dies (a signal) or runs past the time limit (KILN_COMPILE_TIMEOUT, in
@@ -14,6 +18,7 @@ every pass of that stage to a reproducer file, which names the pass and holds it
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import signal
@@ -21,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -47,6 +53,25 @@ class WorkerFailure(Exception):
 
 # -- the caller's side ---------------------------------------------------------------------------
 
+def pickle_request(request) -> bytes | None:
+    """`request` pickled for a worker, or None when another process could not rebuild it
+    (lambdas and closures do not pickle; functions and classes of `__main__` pickle by a
+    name the worker lacks)."""
+    buffer = io.BytesIO()
+    try:
+        _WorkerPickler(buffer).dump(request)
+    except Exception:  # noqa: BLE001 - pickle raises many kinds (PicklingError, TypeError...)
+        return None
+    return buffer.getvalue()
+
+
+class _WorkerPickler(pickle.Pickler):
+    def persistent_id(self, obj):  # called for every object pickled
+        if getattr(obj, "__module__", None) == "__main__":
+            raise pickle.PicklingError(f"{obj!r} is defined in __main__")
+        return None
+
+
 class _Server:
     def __init__(self):
         # Its own session: Ctrl-C in the caller's terminal reaches the caller only, which
@@ -59,8 +84,11 @@ class _Server:
         return self.process.poll() is None
 
     def stop(self) -> None:
+        """Stop the server and its children (its session's process group): a compile in
+        flight stops too."""
         try:
-            self.process.kill()
+            if self.process.returncode is None:  # not reaped: the group's id is still ours
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
         except OSError:
             pass
@@ -96,10 +124,10 @@ def _exchange(envelope: tuple, on_message) -> tuple:
             send_message(server.process.stdin, envelope)
             while True:
                 message = receive_message(server.process.stdout)
-                if message[0] != "progress":
+                if message[0] not in _RELAYED:
                     _release(server)
                     return message
-                on_message(*message[1:])
+                on_message(message)
         except (BrokenPipeError, EOFError):
             server.stop()
             if attempt:
@@ -114,16 +142,76 @@ def _exchange(envelope: tuple, on_message) -> tuple:
 def compile_in_worker(request: CompileRequest, pickled: bytes, progress=None) -> Artifact:
     """Compile `request` (`pickled`, as driver/build.py made it) in a worker; the artifact,
     or a KilnError (with a reproducer when the compiler crashed or hung)."""
-    where = {"stage": None, "pass": None}
-
-    def on_message(stage, step):
-        where["stage"], where["pass"] = stage, step
-        if progress is not None:
-            progress(stage, step)
+    where = _Where(progress)
     envelope = ("compile", list(sys.path), pickled, compile_timeout(), None)
-    kind, *payload = _exchange(envelope, on_message)
+    kind, *payload = _exchange(envelope, where.on_message)
     if kind == "ok":
         return Artifact.from_bytes(payload[0], "the compile worker's result")
+    _raise_reported(kind, payload)
+    raise _crash_report(request, pickled, where.stage, _how(kind, payload))
+
+
+def import_in_worker(request, pickled: bytes, progress=None, on_imported=None
+                     ) -> tuple[dict, bytes, Artifact | None]:
+    """Import and compile a whole source (source_import.py's ImportRequest, `pickled`) in a worker:
+    (the executable's info as JSON, the imported module as bytecode, the artifact or None
+    for a dynamic signature). A reader that crashes or hangs is reported as the input's
+    fault; a compile that does, with a reproducer."""
+    from ..frontend.detect import Format, detect
+    from ..frontend import untrusted
+    fmt = detect(request.source)
+    binary = fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED)
+    # Binary readers get KILN_READ_TIMEOUT, as in Kiln's reader process; text is parsed
+    # within the compile's own time.
+    read_timeout = untrusted.read_timeout() if binary else None
+    where = _Where(progress, on_imported)
+    envelope = ("import", list(sys.path), pickled, compile_timeout(), read_timeout)
+    kind, *payload = _exchange(envelope, where.on_message)
+    if kind == "ok":
+        artifact = payload[0] and Artifact.from_bytes(payload[0], "the compile worker's result")
+        return where.imported[0], where.imported[1], artifact
+    _raise_reported(kind, payload)
+    if where.imported is None:  # the reader crashed or hung: the input is at fault
+        what = untrusted.reader_name(fmt)
+        if kind == "timeout" and read_timeout is not None:
+            raise untrusted.read_too_long(what, read_timeout, request.filename)
+        if kind == "crashed":
+            raise untrusted.crashed_reading(what, payload[0], request.filename)
+        raise KilnError(f"{what} {_how(kind, payload)} reading this input",
+                        location=request.filename, hint="the file is corrupt or too large")
+    compile_request = _compile_request(request, *where.imported)
+    raise _crash_report(compile_request, pickle_request(compile_request), where.stage,
+                        _how(kind, payload))
+
+
+# Messages a server passes on while a compile runs; any other is the compile's last.
+_RELAYED = ("progress", "imported")
+
+
+class _Where:
+    """What a compile in a worker has reported so far: the stage (and pass) it is in, and
+    the imported module once it has one."""
+
+    def __init__(self, progress=None, on_imported=None):
+        self.progress, self.on_imported = progress, on_imported
+        self.stage = self.step = None
+        self.imported: tuple[dict, bytes] | None = None
+
+    def on_message(self, message: tuple) -> None:
+        if message[0] == "imported":
+            self.imported = (message[1], message[2])
+            self.stage = self.step = None  # the import is done; no stage has started
+            if self.on_imported is not None:
+                self.on_imported(message[1])
+            return
+        self.stage, self.step = message[1], message[2]
+        if self.progress is not None:
+            self.progress(self.stage, self.step)
+
+
+def _raise_reported(kind: str, payload: list) -> None:
+    """Raise what the worker's child reported: a KilnError, Kiln's bug, the user's own
+    exception. Returns for a crash or a time-out."""
     if kind == "error":
         message, location, hint = payload[0]
         raise KilnError(message, location=location, hint=hint)
@@ -134,10 +222,20 @@ def compile_in_worker(request: CompileRequest, pickled: bytes, progress=None) ->
         exc.kiln_user_exception = True
         exc.add_note("(raised in Kiln's compile worker:)\n" + payload[1])
         raise exc
-    # "crashed" (a signal) or "timeout": find the pass, write the reproducer.
-    how = f"crashed ({payload[0]})" if kind == "crashed" else \
+
+
+def _how(kind: str, payload: list) -> str:
+    return f"crashed ({payload[0]})" if kind == "crashed" else \
         f"did not finish in {compile_timeout():.0f} s (KILN_COMPILE_TIMEOUT)"
-    raise _crash_report(request, pickled, where["stage"], how)
+
+
+def _compile_request(request, info_json: dict, imported: bytes) -> CompileRequest:
+    """The CompileRequest of a whole-source compile whose import finished (to replay it)."""
+    from .source_import import ExecutableInfo
+    info = ExecutableInfo.from_json(info_json)
+    return CompileRequest(imported, info.entry, info.filename, request.target, request.options,
+                          info.arg_specs, None, info.convention, request.module_id,
+                          request.custom_calls)
 
 
 def _crash_report(request: CompileRequest, pickled: bytes, stage: str | None,
@@ -158,8 +256,8 @@ def _crash_report(request: CompileRequest, pickled: bytes, stage: str | None,
     os.close(handle)
     finished = {"count": 0}
 
-    def on_message(stage_name, step):
-        if stage_name == stage and step is not None:
+    def on_message(message):
+        if message[0] == "progress" and message[1] == stage and message[2] is not None:
             finished["count"] += 1
     timeout = min(compile_timeout(), 600.0)
     envelope = ("reproduce", list(sys.path), pickled, timeout, (stage, path))
@@ -200,39 +298,206 @@ def _serve() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
     _warm_up()
     requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    waiting = _Waiting()
     while True:
         try:
-            mode, path, blob, timeout, extra = receive_message(requests)
+            envelope = receive_message(requests)
         except EOFError:
+            waiting.discard()
             return
-        read_end, write_end = os.pipe()
+        mode, path, blob, timeout, extra = envelope
+        if mode == "import" and b"sdy" in blob and _preload_jaxlib():
+            waiting.discard()  # forked before jaxlib was loaded: a fresh one has it
+        child = waiting.take()
+        with os.fdopen(child.requests, "wb") as out:
+            send_message(out, envelope)
+        # A whole source's reader gets the read time-out until it has imported the module.
+        first = extra if mode == "import" and extra is not None else timeout
+        _relay(child, first, timeout, replies, answered=waiting.fork)
+
+
+class _Child:
+    """A forked child, waiting for its request on the pipe `requests`, answering on `replies`."""
+
+    def __init__(self, pid: int, requests: int, replies: int):
+        self.pid, self.requests, self.replies = pid, requests, replies
+
+
+class _Waiting:
+    """The child forked ahead of the next request. It rehearses (see `_rehearse`) and then
+    says it is ready; a request that comes before that gets a child forked for it at once,
+    and the rehearsing one is stopped: a request never waits for a rehearsal."""
+
+    def __init__(self):
+        self.child: _Child | None = None
+        self.stopped: list[int] = []  # children killed and not reaped yet
+        self.fork()
+
+    def fork(self, rehearse: bool = True) -> None:
+        self._reap()
+        if self.child is not None:
+            return
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
         pid = os.fork()
         if pid == 0:
-            os.close(read_end)
-            _child(mode, path, blob, extra, os.fdopen(write_end, "wb"))
+            os.close(request_write)
+            os.close(reply_read)
+            _wait_for_request(request_read, reply_write, rehearse)
             os._exit(0)
-        os.close(write_end)
-        _relay(read_end, pid, timeout, replies)
+        os.close(request_read)
+        os.close(reply_write)
+        self.child = _Child(pid, request_write, reply_read)
+
+    def take(self) -> _Child:
+        """The child for the request that has come: the waiting one if it is ready."""
+        child, self.child = self.child, None
+        if child is not None and _ready(child):
+            return child
+        if child is not None:
+            os.kill(child.pid, signal.SIGKILL)
+            os.close(child.requests)
+            os.close(child.replies)
+            self.stopped.append(child.pid)
+        self.fork(rehearse=False)
+        child, self.child = self.child, None
+        return child
+
+    def discard(self) -> None:
+        """End the waiting child."""
+        if self.child is not None:
+            os.kill(self.child.pid, signal.SIGKILL)
+            os.close(self.child.requests)
+            os.close(self.child.replies)
+            os.waitpid(self.child.pid, 0)
+            self.child = None
+
+    def _reap(self) -> None:
+        for pid in list(self.stopped):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                self.stopped.remove(pid)
+
+
+# What a waiting child writes on its reply pipe once it has rehearsed.
+_READY = b"R"
+
+
+def _ready(child: _Child) -> bool:
+    """Whether `child` has finished its rehearsal (its ready byte is there to read)."""
+    import select
+    if not select.select([child.replies], [], [], 0)[0]:
+        return False
+    return os.read(child.replies, 1) == _READY
+
+
+def _wait_for_request(request_read: int, reply_write: int, rehearse: bool) -> None:
+    """A forked child: rehearse, wait for one request, run it, answer. It keeps no end of the
+    server's own pipes: a server that dies while it waits must look dead to the caller at
+    once."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    if rehearse:
+        _rehearse(request_read)
+        os.write(reply_write, _READY)
+    with os.fdopen(request_read, "rb") as inp:
+        try:
+            mode, path, blob, _, extra = receive_message(inp)
+        except EOFError:  # the server ended, or discarded this child
+            return
+    _child(mode, path, blob, extra, os.fdopen(reply_write, "wb"))
+
+
+# What a waiting child compiles while it waits (see `_rehearse`): a little of every stage.
+_REHEARSAL = """func.func @main(%x: tensor<4x4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.sine %x : tensor<4x4xf32>
+  %1 = stablehlo.dot_general %0, %x, contracting_dims = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %2 = stablehlo.reduce(%1 init: %z) applies stablehlo.add across dimensions = [1] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+
+
+class _ServerGone(Exception):
+    pass
+
+
+def _rehearse(request_read: int) -> None:
+    """Compile a small program before any request comes. A forked child's first compile
+    pays for copying every page of the server's it writes (copy-on-write: a third of a small
+    compile's time); after this one, the request's compile finds most of them copied. What
+    becomes of the rehearsal is of no consequence to the request; it stops early when the
+    server has gone (its request pipe closed)."""
+    import select
+    from .source_import import ImportRequest, import_and_compile
+
+    def tell(message) -> None:
+        if message[0] == "progress" and select.select([request_read], [], [], 0)[0]:
+            raise _ServerGone  # nothing is ever sent before the ready byte: only an end
+    idle = _idle_priority()
+    try:
+        import_and_compile(ImportRequest(_REHEARSAL, "<rehearsal>", None, "cpu", {}), _context,
+                           tell)
+    except Exception:  # noqa: BLE001 - the server went, or the rehearsal failed: either way on
+        pass
+    finally:
+        if idle:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+def _idle_priority() -> bool:
+    """Run the rehearsal only on otherwise idle cores (SCHED_IDLE), so it never takes CPU
+    from the user's program running just after a compile, where this process may come back
+    to normal priority afterwards: Linux lets it leave SCHED_IDLE only with CAP_SYS_NICE or
+    an RLIMIT_NICE that allows nice 0. Elsewhere the rehearsal runs at normal priority."""
+    import resource
+    try:
+        allowed = os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
+        if allowed:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        return allowed
+    except (AttributeError, OSError):
+        return False
 
 
 def _warm_up() -> None:
     """Import and initialise, once in the server, what every compile uses: each forked child
-    starts with it done (Python imports, pass registration, BLAS discovery, CPU detection)."""
+    starts with it done (Python imports, the MLIR context, pass registration, BLAS discovery,
+    CPU detection)."""
     from torch_mlir.execution_engine import ExecutionEngine  # noqa: F401
     from ..context import make_context
+    # What reads every kind of source (frontend/__init__.py imports some only when used).
+    from ..dialects import check  # noqa: F401
+    from ..frontend import chlo, hlo, jax_export, mhlo, newer  # noqa: F401
     from ..lowering import codegen
     from ..targets import get_target
     from ..targets.objects import host_cpu
-    from . import compiler  # noqa: F401
+    from . import compiler, source_import  # noqa: F401
     from .artifact import kiln_build
     host_cpu(), kiln_build(), codegen.jit_symbols()
     for target in ("cpu",):
         get_target(target).stages("main")
     global _context
     _context = make_context()  # every child compiles in its own copy of this one
+    # Single-threaded: the server never has a thread pool to fork.
+    _context.enable_multithreading(False)
 
 
 _context = None
+_jaxlib_loaded = False
+
+
+def _preload_jaxlib() -> bool:
+    """Load jaxlib's deserializer here, once, for sources with Shardy attributes (see
+    untrusted._preload_jaxlib); True when it was not loaded before."""
+    global _jaxlib_loaded
+    if _jaxlib_loaded:
+        return False
+    from ..frontend.untrusted import _preload_jaxlib as preload
+    preload()
+    _jaxlib_loaded = True
+    return True
 
 
 def _child(mode: str, path: list[str], blob: bytes, extra, out) -> None:
@@ -240,13 +505,17 @@ def _child(mode: str, path: list[str], blob: bytes, extra, out) -> None:
         send_message(out, message)
     try:
         sys.path[:] = path  # the caller's: its Python passes (extra_passes) import from there
-        request: CompileRequest = pickle.loads(blob)
+        request = pickle.loads(blob)
         from ..runtime.custom_call import REGISTRY
         from .compiler import compile_artifact
         REGISTRY.install_placeholders(request.custom_calls)
         if mode == "reproduce":
             _reproduce(request, extra, tell)
             tell(("done",))
+            return
+        if mode == "import":
+            from .source_import import import_and_compile
+            import_and_compile(request, _context, tell)
             return
         artifact = compile_artifact(request, lambda stage, step: tell(("progress", stage, step)),
                                     context=_context)
@@ -286,10 +555,14 @@ def _reproduce(request: CompileRequest, extra, tell) -> None:
     compile_artifact(request, progress=None, reproduce=hooks, context=_context)
 
 
-def _relay(read_end: int, pid: int, timeout: float, replies) -> None:
-    """Pass the child's messages on as they come; report its death or time-out."""
+def _relay(child: _Child, first_timeout: float, timeout: float, replies, answered) -> None:
+    """Pass the child's messages on as they come; report its death or time-out. The child's
+    answer goes on the moment it arrives, and `answered()` (forking the next child) runs
+    then, while this one exits. The time limit is `first_timeout` until the child reports
+    an imported module, then `timeout` from there."""
     pending = bytearray()
     final = []
+    deadline = [time.monotonic() + first_timeout]
 
     def on_data(chunk: bytes) -> None:
         pending.extend(chunk)
@@ -299,20 +572,26 @@ def _relay(read_end: int, pid: int, timeout: float, replies) -> None:
                 break
             message = pickle.loads(bytes(pending[8:8 + size]))
             del pending[:8 + size]
-            if message[0] == "progress":
+            if message[0] in _RELAYED:
+                if message[0] == "imported":
+                    deadline[0] = time.monotonic() + timeout
                 send_message(replies, message)
             else:
                 final.append(message)
+                if message[0] != "done":  # an answer, whatever becomes of the child now
+                    send_message(replies, message)
+                    answered()
 
-    fate = wait_for_child(read_end, pid, timeout, on_data)
+    fate = wait_for_child(child.replies, child.pid, lambda: deadline[0], on_data)
+    if final and final[-1][0] != "done":
+        return
     if fate == "timeout":
         send_message(replies, ("timeout",))
-    elif final and final[-1][0] != "done":
-        send_message(replies, final[-1])
     elif not final or not fate.startswith("exit status"):
         send_message(replies, ("crashed", fate))
     else:
         send_message(replies, ("done",))
+    answered()
 
 
 if __name__ == "__main__":

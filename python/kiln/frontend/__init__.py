@@ -46,8 +46,12 @@ class Imported:
     convention: CallingConvention
 
 
-def import_program(source, ctx: ir.Context, filename: str | None = None) -> Imported:
-    """Parse `source` into a StableHLO module owned by `ctx`, with its calling convention."""
+def import_program(source, ctx: ir.Context, filename: str | None = None, *,
+                   disposable: bool = False) -> Imported:
+    """Parse `source` into a StableHLO module owned by `ctx`, with its calling convention.
+    `disposable`: this process is a compile worker's child, which a reader's crash may take
+    down (driver/front.py), so binary formats are read right here instead of in a child of
+    Kiln's reader process, with the same checks on what they produced."""
     if isinstance(source, ir.Module):
         # Re-home the module in Kiln's own context so the caller's stays untouched.
         module = mlir_frontend.parse_bytecode(_module_bytes(source), ctx, "<ir.Module>")
@@ -55,13 +59,14 @@ def import_program(source, ctx: ir.Context, filename: str | None = None) -> Impo
     data, name = read_source(source)
     filename = filename or name
     fmt = detect(data)
+    if fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED) and disposable:
+        module = untrusted.read_here(fmt, data, ctx, filename)
+        return Imported(module, filename, recorded_convention(module))
     if fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED):
         # Binary readers crash on corrupt bytes: they run in Kiln's reader process, which
         # hands the module back as text (untrusted.py). The calling convention travels with
         # it as the module's `kiln.jax.info` attribute.
-        text = untrusted.read_in_child(fmt, data, filename,
-                                       "the MLIR bytecode reader" if fmt is Format.MLIR_BYTECODE
-                                       else "the JAX export reader")
+        text = untrusted.read_in_child(fmt, data, filename, untrusted.reader_name(fmt))
         module = mlir_frontend.parse_text(text, ctx, filename)
         return Imported(module, filename, recorded_convention(module))
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data

@@ -80,10 +80,48 @@ def check_module_nesting(module: ir.Module, filename: str) -> None:
 # input. Forking the caller itself is not safe once jax (or any threaded library) runs in it:
 # a child can inherit a lock another thread held and hang (observed with jaxlib's
 # deserializer); multiprocessing's own fork server would re-run the caller's script.
-# A reader that has not finished by then is taken to hang on the input (KILN_READ_TIMEOUT).
-READ_TIMEOUT_S = float(os.environ.get("KILN_READ_TIMEOUT", "60"))
 _server_lock = threading.Lock()
 _server: subprocess.Popen | None = None
+
+
+def read_timeout() -> float:
+    """Seconds after which a reader that has not finished is taken to hang on the input
+    (KILN_READ_TIMEOUT, read when a read starts)."""
+    return float(os.environ.get("KILN_READ_TIMEOUT", "60"))
+
+
+def reader_name(fmt) -> str:
+    """What reads format `fmt` (kiln.frontend.detect), for messages."""
+    return {"MLIR_BYTECODE": "the MLIR bytecode reader", "JAX_EXPORTED": "the JAX export reader",
+            "HLO_TEXT": "the HLO text reader"}.get(fmt.name, "the MLIR parser")
+
+
+def crashed_reading(what: str, how: str, filename: str) -> KilnError:
+    """The error for a reader killed by signal `how` while it read an input."""
+    return KilnError(f"{what} crashed reading this input ({how})", location=filename,
+                     hint="the file is corrupt or not what it claims to be; Kiln read it in a "
+                          "separate process, so nothing else was affected")
+
+
+def read_too_long(what: str, seconds: float, filename: str) -> KilnError:
+    return KilnError(f"{what} did not finish reading this input in {seconds:.0f} s",
+                     location=filename, hint="the file is corrupt or not what it claims to be")
+
+
+def read_here(fmt, data: bytes, ctx: ir.Context, filename: str) -> ir.Module:
+    """Read binary `data` in this process, which must be a disposable child (a reader's crash
+    ends it), with the checks a reader's child makes before its module leaves it."""
+    try:
+        module = binary_reader(fmt, filename)(data, ctx)
+        check_module_nesting(module, filename)
+        _touch_strings(module)
+        return module
+    except KilnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - as `_read_and_print` reports a failed read
+        raise KilnError(f"{reader_name(fmt)} failed on this input: "
+                        f"{type(exc).__name__}: {exc}"[:500], location=filename,
+                        hint="the file is corrupt or not what it claims to be") from None
 
 
 def read_in_child(fmt, data: bytes, filename: str, what: str) -> str:
@@ -108,12 +146,9 @@ def read_in_child(fmt, data: bytes, filename: str, what: str) -> str:
                     raise KilnError(f"{what} could not be started", location=filename,
                                     hint="check that `python -m kiln.frontend.untrusted` runs")
     if kind == "signal":
-        raise KilnError(f"{what} crashed reading this input ({payload})", location=filename,
-                        hint="the file is corrupt or not what it claims to be; Kiln read it in a "
-                             "separate process, so nothing else was affected")
+        raise crashed_reading(what, payload, filename)
     if kind == "timeout":
-        raise KilnError(f"{what} did not finish reading this input in {READ_TIMEOUT_S:.0f} s",
-                        location=filename, hint="the file is corrupt or not what it claims to be")
+        raise read_too_long(what, payload, filename)
     if kind == "error":
         message, location, hint = payload
         raise KilnError(message, location=location, hint=hint)
@@ -190,23 +225,26 @@ def _preload_jaxlib() -> None:
 
 def _collect(read_end: int, pid: int):
     chunks: list[bytes] = []
-    fate = wait_for_child(read_end, pid, READ_TIMEOUT_S, chunks.append)
+    timeout = read_timeout()
+    fate = wait_for_child(read_end, pid, timeout, chunks.append)
     if fate == "timeout":
-        return ("timeout", None)
+        return ("timeout", timeout)
     if chunks:
         return pickle.loads(b"".join(chunks))
     return ("signal", fate)
 
 
-def wait_for_child(read_end: int, pid: int, timeout: float, on_data) -> str:
+def wait_for_child(read_end: int, pid: int, timeout, on_data) -> str:
     """Hand what forked child `pid` writes into the pipe `read_end` to `on_data` as it comes,
     until the child closes it; then reap the child. Returns how it ended: "timeout" (it was
     killed after `timeout` seconds), the name of the signal that killed it, or
-    "exit status N"."""
-    deadline = time.monotonic() + timeout
+    "exit status N". `timeout` may instead be a function returning the deadline (a
+    time.monotonic() value), asked again after each chunk: a deadline that moves."""
+    fixed = time.monotonic() + timeout if not callable(timeout) else None
+    deadline = (lambda: fixed) if fixed is not None else timeout
     with os.fdopen(read_end, "rb", buffering=0) as inp:
         while True:
-            ready, _, _ = select.select([inp], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _, _ = select.select([inp], [], [], max(0.0, deadline() - time.monotonic()))
             if not ready:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)

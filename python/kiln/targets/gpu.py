@@ -6,8 +6,9 @@ lowerings, imported from targets/cpu.py):
 - fuse: producer-consumer fusion of elementwise linalg ops (each fusion becomes a kernel);
 - bufferize: one-shot bufferization, results as caller-provided out-parameters;
 - gpu-map: linalg -> scf.parallel (the contiguous dimension first), full reductions in two
-  phases, left-over serial work as one-thread loops, tiling by the block size, mapping to
-  blocks/threads, gpu.launch, kernel outlining (lowering/gpu/loops.py);
+  phases, row reductions as one block per row (warp shuffles, shared memory:
+  lowering/gpu/reductions.py), left-over serial work as one-thread loops, tiling by the
+  block size, mapping to blocks/threads, gpu.launch, kernel outlining (lowering/gpu/loops.py);
 - nvvm: the kernels' gpu.modules -> LLVM dialect with NVVM intrinsics;
 - lower: the host function checked to be what the plan runs (lowering/gpu/host.py);
 then `emit`: the plan (allocations, uploads, copies, launches) read off the host function,
@@ -38,10 +39,20 @@ def _cpu_stage(name: str) -> Stage:
     return next(s for s in CpuTarget.pipeline if s.name == name)
 
 
+def _legalize_stage() -> Stage:
+    """The CPU target's `legalize` with, once JAX's op-like custom calls became ops, a check
+    naming any custom call, collective or host transfer left (the GPU cannot run them yet)."""
+    stage = _cpu_stage("legalize")
+    steps = list(stage.steps)
+    at = next(i for i, s in enumerate(steps) if str(s) == "kiln-lower-jax-custom-calls")
+    steps.insert(at + 1, "kiln-gpu-check-supported")
+    return Stage(stage.name, stage.doc, steps)
+
+
 def gpu_stages(arch: str) -> list[Stage]:
     return [
         *COMMON_STAGES,
-        _cpu_stage("legalize"),
+        _legalize_stage(),
         Stage("fuse", "producer-consumer fusion of elementwise linalg ops: one kernel each "
                       "(XLA: loop fusion)", [
             "kiln-gpu-dynamic-slices",        # offsets computed in the kernels
@@ -67,6 +78,7 @@ def gpu_stages(arch: str) -> list[Stage]:
             "linalg-generalize-named-ops",
             "kiln-gpu-order-dimensions",      # contiguous dimension on threadIdx.x
             "kiln-gpu-split-reductions",      # reductions to a scalar: two phases
+            "kiln-gpu-block-reductions",      # rows: a block each, shuffles + shared memory
             "func.func(convert-linalg-to-parallel-loops)",
             "kiln-gpu-serial-kernels",        # no buffer work left on the host
             # constant bounds inside tiles (the launch's block size); no canonicalize here:
@@ -77,6 +89,9 @@ def gpu_stages(arch: str) -> list[Stage]:
             "func.func(gpu-map-parallel-loops)",
             "func.func(convert-parallel-loops-to-gpu)",
             "kiln-gpu-sink-scalars",          # kernels compute their own scalars
+            # ... and hold their constants: immediates in PTX (shuffle offsets, loop steps),
+            # not kernel parameters
+            "gpu-launch-sink-index-computations",
             "gpu-kernel-outlining",
             "kiln-gpu-annotate-launches",     # which buffers each launch reads and writes
             "lower-affine",

@@ -24,7 +24,7 @@ from ..runtime import checks as check_eval
 from ..runtime.dtypes import normalize_sub_byte
 from ..runtime.memref import TensorSpec
 from ..targets.base import Target
-from . import avals, calling, plan
+from . import avals, calling, plan, result_memory
 from .layouts import EntryLayouts
 from ..dumping import next_module_id
 from ..runtime.custom_call import REGISTRY
@@ -438,7 +438,7 @@ def _probed(check: dict) -> list:
 def _result_buffer(spec: TensorSpec, index: int, entry: str) -> np.ndarray:
     """The caller-owned buffer for one result; one numpy cannot make is a KilnError."""
     try:
-        return np.empty(tuple(spec.shape), spec.dtype)
+        return result_memory.empty(tuple(spec.shape), spec.dtype)
     except (MemoryError, ValueError) as exc:
         size = int(np.prod(spec.shape, dtype=np.float64)) * spec.dtype.itemsize
         raise KilnError(f"result {index} of @{entry} ({spec}, {size:,} bytes) cannot be "

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from .ir_util import clone_ops
+
 
 MAX_PRODUCER_OPS = 64
 MAX_BODY_OPS = 160
@@ -202,30 +204,20 @@ def _fuse(producer: ir.Operation, result_index: int, consumer: ir.Operation, i: 
         mapping[a] = v
     ip = ir.InsertionPoint(block)
     p_ops = _body_ops(producer)
-    _clone(p_ops[:-1], mapping, ip)
+    clone_ops(p_ops[:-1], mapping, ip)
     produced = p_ops[-1].operands[result_index]
     c_mapping: dict = {c_args[i]: mapping.get(produced, produced)}
     for a, v in zip(c_args[:i] + c_args[i + 1:c_in], new_args[:n_kept]):
         c_mapping[a] = v
     for a, v in zip(c_args[c_in:], new_args[n_kept + p_in:]):
         c_mapping[a] = v
-    _clone(_body_ops(consumer), c_mapping, ip)
+    clone_ops(_body_ops(consumer), c_mapping, ip)
     _dedupe(block)
     for old, new in zip(consumer.results, fused.results):
         old.replace_all_uses_with(new)
     consumer.erase()
     if all(not list(r.uses) for r in producer.results):
         producer.erase()
-
-
-def _clone(ops: list[ir.Operation], mapping: dict, ip: ir.InsertionPoint) -> None:
-    for o in ops:
-        new = o.clone(ip)
-        for k, v in enumerate(new.operands):
-            if v in mapping:
-                new.operands[k] = mapping[v]
-        for old, fresh in zip(o.results, new.results):
-            mapping[old] = fresh
 
 
 def _dedupe(block: ir.Block) -> None:

@@ -73,6 +73,37 @@ def walk(op: ir.Operation):
                 yield from walk(child)
 
 
+def constant_int(value: ir.Value) -> int | None:
+    """The value of an integer or index `arith.constant` defining `value`, else None (a loop
+    bound or step known at compile time)."""
+    if not isinstance(value, ir.OpResult) or value.owner.operation.name != "arith.constant":
+        return None
+    try:
+        return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
+    except ValueError:
+        return None
+
+
+def clone_ops(ops, mapping: dict, ip: ir.InsertionPoint) -> None:
+    """Clone `ops` in order at `ip`, reading `mapping`'s values in place of its keys (in nested
+    regions too); each clone's results join `mapping` in place of the originals'."""
+    for o in ops:
+        new = o.clone(ip)
+        _remap(new, mapping)
+        for old, fresh in zip(o.results, new.results):
+            mapping[old] = fresh
+
+
+def _remap(op: ir.Operation, mapping: dict) -> None:
+    for i, v in enumerate(op.operands):
+        if v in mapping:
+            op.operands[i] = mapping[v]
+    for r in op.regions:
+        for b in r.blocks:
+            for c in b.operations:
+                _remap(c.operation, mapping)
+
+
 def constant_ints(value: ir.Value) -> list[int] | None:
     """The entries, in row-major order, of `value` if a `stablehlo.constant` or
     `arith.constant` of integers defines it (a shape or window operand), else None."""

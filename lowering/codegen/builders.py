@@ -166,6 +166,20 @@ def uses_dim(expr: ir.AffineExpr, d: int) -> bool:
     return False
 
 
+def indices_of(amap: ir.AffineMap, ivs: list[ir.Value]) -> list[ir.Value]:
+    """The memref indices `amap` gives for loop indices `ivs` (a dimension as it is, any other
+    expression through `affine.apply`)."""
+    out = []
+    for expr in amap.results:
+        e = expr.maybe_downcast()
+        if isinstance(e, ir.AffineDimExpr):
+            out.append(ivs[e.position])
+        else:
+            single = ir.AffineMap.get(len(ivs), 0, [expr])
+            out.append(affine.AffineApplyOp(single, ivs).result)
+    return out
+
+
 def is_inside(owner, op: ir.Operation) -> bool:
     """Whether `owner` (an operation, or None) is `op` or nested in it."""
     while owner is not None:

@@ -45,18 +45,23 @@ _MANTISSA = 0x000FFFFFFFFFFFFF
 _ONE_BITS = 0x3FF0000000000000
 
 
-class _Arith:
-    """f64/i64 constants and Horner's rule at the current insertion point."""
+class F64Arith:
+    """Scalar f64 arithmetic at the current insertion point: constants (integers i64 unless
+    told), Horner's rule, 2^k; also the f32/i32 types of the f32 functions evaluated in f64
+    (widened.py)."""
 
     def __init__(self):
+        self.f32 = ir.F32Type.get()
         self.f64 = ir.F64Type.get()
+        self.i32 = ir.IntegerType.get_signless(32)
         self.i64 = ir.IntegerType.get_signless(64)
 
     def c(self, v: float):
         return arith.ConstantOp(self.f64, ir.FloatAttr.get(self.f64, v)).result
 
-    def ci(self, v: int):
-        return arith.ConstantOp(self.i64, ir.IntegerAttr.get(self.i64, v)).result
+    def ci(self, v: int, t=None):
+        t = t or self.i64
+        return arith.ConstantOp(t, ir.IntegerAttr.get(t, v)).result
 
     def horner(self, x, coeffs):
         acc = self.c(coeffs[0])
@@ -64,13 +69,16 @@ class _Arith:
             acc = math.fma(acc, x, self.c(k))
         return acc
 
+    def cmp(self, pred, a, b):
+        return arith.cmpf(pred, a, b)
+
     def pow2(self, k):
         """2^k for an i64 k in [-1022, 1023], from the exponent bits."""
         return arith.bitcast(self.f64, arith.shli(arith.addi(k, self.ci(1023)), self.ci(52)))
 
 
 def exp(x):
-    a = _Arith()
+    a = F64Arith()
     xc = arith.minimumf(arith.maximumf(x, a.c(_EXP_CLAMP[0])), a.c(_EXP_CLAMP[1]))
     k = math.roundeven(arith.mulf(xc, a.c(_INV_LN2)))
     r1 = math.fma(k, a.c(-_LN2_HI), xc)                # exact: k LN2_HI has <= 53 bits
@@ -91,7 +99,7 @@ def exp(x):
 
 
 def log(x):
-    a = _Arith()
+    a = F64Arith()
     tiny = arith.cmpf(arith.CmpFPredicate.OLT, x, a.c(_F64_MIN_NORMAL))
     xs = arith.select(tiny, arith.mulf(x, a.c(2.0 ** 52)), x)
     bits = arith.bitcast(a.i64, xs)

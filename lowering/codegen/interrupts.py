@@ -21,7 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, func, memref, scf
 
-from ..ir_util import walk
+from ..ir_util import constant_int, walk
 
 CHECK_SYMBOL = "kiln_check_interrupt"
 POLL_EVERY = 1024  # a power of two: the test is a mask
@@ -62,17 +62,10 @@ def _runs_once(loop: ir.Operation) -> bool:
     and inside it poll."""
     if loop.name != "scf.for":
         return False
-    bounds = [_constant(v) for v in list(loop.operands)[:3]]
+    bounds = [constant_int(v) for v in list(loop.operands)[:3]]
     return None not in bounds and bounds[0] < bounds[1] <= bounds[0] + bounds[2]
 
 
-def _constant(value: ir.Value) -> int | None:
-    if not isinstance(value, ir.OpResult) or value.owner.operation.name != "arith.constant":
-        return None
-    try:
-        return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
-    except ValueError:
-        return None
 
 
 def _call_check() -> None:

@@ -18,14 +18,9 @@ from __future__ import annotations
 
 from torch_mlir import ir, passmanager
 
+from ..ir_util import constant_int
+
 MARK = "kiln.read_only"
-
-
-def _constant(v: ir.Value) -> int | None:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        return None
-    return ir.IntegerAttr(owner.attributes["value"]).value
 
 
 def _defined_outside(v: ir.Value, loop: ir.Operation) -> bool:
@@ -48,7 +43,7 @@ def _hoist_marked(module: ir.Module) -> bool:
         loop = op.parent
         if loop is None or loop.name != "scf.for":
             return ir.WalkResult.ADVANCE
-        lower, upper = _constant(loop.operands[0]), _constant(loop.operands[1])
+        lower, upper = constant_int(loop.operands[0]), constant_int(loop.operands[1])
         if lower is None or upper is None or upper <= lower:
             return ir.WalkResult.ADVANCE
         if all(_defined_outside(v, loop) for v in op.operands):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from ..ir_util import constant_int
+
 ANNOTATION = "loop_annotation"   # llvm.br's own attribute: cf-to-llvm copies it there
 LONG_TRIPS = 16   # a loop this long vectorizes on its own: copies of it buy nothing
 _LOOPS = ("scf.for", "scf.while")
@@ -45,16 +47,9 @@ def annotate_loops(module: ir.Module) -> None:
 def _is_long(loop: ir.Operation) -> bool:
     if loop.name != "scf.for":
         return True   # a while loop's trip count is the program's business
-    lower, upper, step = (_constant(v) for v in list(loop.operands)[:3])
+    lower, upper, step = (constant_int(v) for v in list(loop.operands)[:3])
     if None in (lower, upper, step) or step <= 0:
         return True
     return (upper - lower + step - 1) // step >= LONG_TRIPS
 
 
-def _constant(value: ir.Value) -> int | None:
-    if not isinstance(value, ir.OpResult) or value.owner.operation.name != "arith.constant":
-        return None
-    try:
-        return ir.IntegerAttr(value.owner.operation.attributes["value"]).value
-    except ValueError:
-        return None

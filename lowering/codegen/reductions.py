@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import math as pymath
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine, arith, linalg, memref, scf
+from torch_mlir.dialects import arith, linalg, memref, scf
 
 from . import builders
 from .loop_order import base_buffer, element_bytes, may_overlap
@@ -127,19 +127,6 @@ def _innermost_reductions(op: ir.Operation) -> int:
     return trailing
 
 
-def _index(amap: ir.AffineMap, ivs: list[ir.Value]) -> list[ir.Value]:
-    """The memref indices `amap` gives for loop indices `ivs`."""
-    out = []
-    for expr in amap.results:
-        e = expr.maybe_downcast()
-        if isinstance(e, ir.AffineDimExpr):
-            out.append(ivs[e.position])
-        else:
-            single = ir.AffineMap.get(len(ivs), 0, [expr])
-            out.append(affine.AffineApplyOp(single, ivs).result)
-    return out
-
-
 def _emit_loops(op: ir.Operation) -> None:
     """At the insertion point: the loops of `op`, outer ones plain, the trailing reduction
     ones carrying the outputs; `op`'s body is moved into the innermost loop."""
@@ -161,7 +148,7 @@ def _emit_loops(op: ir.Operation) -> None:
     def parallel_level(d):
         if d == outer:
             outs = operands[n_ins:]
-            places = [_index(m, ivs) for m in maps[n_ins:]]
+            places = [builders.indices_of(m, ivs) for m in maps[n_ins:]]
             accumulators = [memref.LoadOp(v, p).result for v, p in zip(outs, places)]
             results = reduction_level(d, accumulators)
             for value, buffer, place in zip(results, outs, places):
@@ -195,7 +182,8 @@ def _inline_body(op, ivs, carried, n_ins, maps, operands) -> list[ir.Value]:
     body = op.regions[0].blocks[0]
     args = list(body.arguments)
     for k in range(n_ins):
-        args[k].replace_all_uses_with(memref.LoadOp(operands[k], _index(maps[k], ivs)).result)
+        loaded = memref.LoadOp(operands[k], builders.indices_of(maps[k], ivs)).result
+        args[k].replace_all_uses_with(loaded)
     for arg, value in zip(args[n_ins:], carried):
         arg.replace_all_uses_with(value)
     indices = []

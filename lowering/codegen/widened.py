@@ -37,6 +37,8 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir.dialects import arith, math, memref
 
+from .f64math import F64Arith
+
 
 def _two_over_pi_scaled(bits: int) -> int:
     """floor(2/pi * 2^bits), from pi = 16 atan(1/5) - 4 atan(1/239) (Machin) in integers."""
@@ -90,32 +92,6 @@ _COS_POLY = [1 / 479001600, -1 / 3628800, 1 / 40320, -1 / 720, 1 / 24, -1 / 2]
 _ATANH_POLY = [2 / (2 * k + 1) for k in range(7, -1, -1)]
 
 
-class _F64:
-    """Scalar f64/i64 arithmetic at the current insertion point."""
-
-    def __init__(self):
-        self.f32 = ir.F32Type.get()
-        self.f64 = ir.F64Type.get()
-        self.i64 = ir.IntegerType.get_signless(64)
-        self.i32 = ir.IntegerType.get_signless(32)
-
-    def c(self, v: float):
-        return arith.ConstantOp(self.f64, ir.FloatAttr.get(self.f64, v)).result
-
-    def ci(self, v: int, t=None):
-        t = t or self.i64
-        return arith.ConstantOp(t, ir.IntegerAttr.get(t, v)).result
-
-    def horner(self, x, coeffs):
-        acc = self.c(coeffs[0])
-        for k in coeffs[1:]:
-            acc = math.fma(acc, x, self.c(k))
-        return acc
-
-    def cmp(self, pred, a, b):
-        return arith.cmpf(pred, a, b)
-
-
 def _table(symbols: ir.Block):
     """The reduction table's memref, declared once per symbol table (the block of the module
     that holds the function being rewritten) as a private constant."""
@@ -132,7 +108,7 @@ def _table(symbols: ir.Block):
     return memref.GetGlobalOp(ty, _TABLE_SYMBOL).result
 
 
-def _reduce(b: _F64, symbols: ir.Block, x):
+def _reduce(b: F64Arith, symbols: ir.Block, x):
     """(|x| * 2/pi - k) * pi/2 in f64 (|y| <= pi/4 + tiny), the quadrant k mod 4 as i32, and
     whether x is negative (its sign bit)."""
     bits = arith.bitcast(b.i32, x)
@@ -158,7 +134,7 @@ def _reduce(b: _F64, symbols: ir.Block, x):
     return y, quadrant, negative
 
 
-def _reduce_bounded(b: _F64, x):
+def _reduce_bounded(b: F64Arith, x):
     """_reduce for |x| <= _BOUNDED_LIMIT, without the table: k = round(|x| 2/pi) and
     y = |x| - k pi/2 with pi/2 as two f64 (106 bits), each step one fma. For such |x| that
     keeps y to ~2^-52 relative even at the f32 closest to a multiple of pi/2 (of all f32
@@ -177,20 +153,20 @@ def _reduce_bounded(b: _F64, x):
     return y, quadrant, negative
 
 
-def _reduce_any(b: _F64, symbols: ir.Block, x, bound: float):
+def _reduce_any(b: F64Arith, symbols: ir.Block, x, bound: float):
     if bound <= _BOUNDED_LIMIT:
         return _reduce_bounded(b, x)
     return _reduce(b, symbols, x)
 
 
-def _sin_cos_of_reduced(b: _F64, y):
+def _sin_cos_of_reduced(b: F64Arith, y):
     z = arith.mulf(y, y)
     s = math.fma(arith.mulf(y, z), b.horner(z, _SIN_POLY), y)
     c = math.fma(z, b.horner(z, _COS_POLY), b.c(1.0))
     return s, c
 
 
-def _odd(b: _F64, q):
+def _odd(b: F64Arith, q):
     return arith.cmpi(arith.CmpIPredicate.ne, arith.andi(q, b.ci(1, b.i32)), b.ci(0, b.i32))
 
 
@@ -198,7 +174,7 @@ def _negate_if(cond, v):
     return arith.select(cond, arith.negf(v), v)
 
 
-def _sin_quadrant(b: _F64, y, q):
+def _sin_quadrant(b: F64Arith, y, q):
     """sin(q pi/2 + y) from the reduced argument."""
     s, c = _sin_cos_of_reduced(b, y)
     r = arith.select(_odd(b, q), c, s)
@@ -207,21 +183,21 @@ def _sin_quadrant(b: _F64, y, q):
 
 
 def sin(symbols: ir.Block, x, bound: float = float("inf")):
-    b = _F64()
+    b = F64Arith()
     y, q, negative = _reduce_any(b, symbols, x, bound)
     # sin is odd: the sign of x flips the result (also sin(-0.0) = -0.0)
     return arith.truncf(b.f32, _negate_if(negative, _sin_quadrant(b, y, q)))
 
 
 def cos(symbols: ir.Block, x, bound: float = float("inf")):
-    b = _F64()
+    b = F64Arith()
     y, q, _ = _reduce_any(b, symbols, x, bound)
     # cos(x) = sin(x + pi/2); cos is even, so the sign of x does not matter
     return arith.truncf(b.f32, _sin_quadrant(b, y, arith.addi(q, b.ci(1, b.i32))))
 
 
 def tan(symbols: ir.Block, x, bound: float = float("inf")):
-    b = _F64()
+    b = F64Arith()
     y, q, negative = _reduce_any(b, symbols, x, bound)
     s, c = _sin_cos_of_reduced(b, y)
     # tan(y + pi/2) = -cos(y) / sin(y); the quotient in f64 rounds once more, harmlessly
@@ -230,7 +206,7 @@ def tan(symbols: ir.Block, x, bound: float = float("inf")):
     return arith.truncf(b.f32, _negate_if(negative, r))
 
 
-def _reciprocal(b: _F64, d):
+def _reciprocal(b: F64Arith, d):
     """1/d to ~2^-46 relative for d in f32's normal range: an f32 quotient (a fraction of an f64
     divide's cost per lane) refined by one Newton step in f64, which squares its 2^-23 error."""
     r = arith.extf(b.f64, arith.divf(arith.ConstantOp(b.f32, ir.FloatAttr.get(b.f32, 1.0)).result,
@@ -239,7 +215,7 @@ def _reciprocal(b: _F64, d):
 
 
 def log1p(symbols: ir.Block, x):
-    b = _F64()
+    b = F64Arith()
     xd = arith.extf(b.f64, x)
     one = b.c(1.0)
     u = arith.addf(xd, one)

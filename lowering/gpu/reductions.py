@@ -27,11 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine, arith, gpu, memref, scf
+from torch_mlir.dialects import arith, gpu, memref, scf
 # the generated builder: gpu.LaunchOp's wrapper takes no memory attributions
 from torch_mlir.dialects._gpu_ops_gen import LaunchOp as _LaunchOp
 
-from ..codegen.builders import uses_dim
+from ..codegen.builders import indices_of, uses_dim
+from ..ir_util import clone_ops
 
 WARP = 32
 MAX_BLOCK = 256
@@ -71,23 +72,6 @@ class _Plan:
 
 def _maps(op) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(m).value for m in op.attributes["indexing_maps"]]
-
-
-def _uses(expr: ir.AffineExpr, d: int) -> bool:
-    return uses_dim(expr, d)
-
-
-def _index(amap: ir.AffineMap, ivs: list[ir.Value]) -> list[ir.Value]:
-    """The memref indices `amap` gives for the loop indices `ivs`."""
-    out = []
-    for expr in amap.results:
-        e = expr.maybe_downcast()
-        if isinstance(e, ir.AffineDimExpr):
-            out.append(ivs[e.position])
-        else:
-            single = ir.AffineMap.get(len(ivs), 0, [expr])
-            out.append(affine.AffineApplyOp(single, ivs).result)
-    return out
 
 
 def _packable(t: ir.Type) -> bool:
@@ -131,16 +115,16 @@ def _plan(op: ir.Operation) -> _Plan | None:
     if rows == 0 or length == 0 or rows >= 1 << 31:
         return None
     reduced = n_dims - 1
-    if any(_uses(e, reduced) for e in maps[-1].results):
+    if any(uses_dim(e, reduced) for e in maps[-1].results):
         return None
     # a column reduction (the row strides through memory): one thread per output is faster
     if rows > 1:
         for value, amap in zip(operands[:n_ins], maps[:n_ins]):
             results = list(amap.results)
-            if any(_uses(e, reduced) for e in results[:-1]):
+            if any(uses_dim(e, reduced) for e in results[:-1]):
                 return None
             # a view whose last dimension is not contiguous (a transposed subview)
-            if results and _uses(results[-1], reduced) \
+            if results and uses_dim(results[-1], reduced) \
                     and ir.MemRefType(value.type).get_strides_and_offset()[0][-1] != 1:
                 return None
     out = operands[-1]
@@ -197,18 +181,6 @@ def _index_type():
 
 def _c(n: int) -> ir.Value:
     return arith.constant(_index_type(), n)
-
-
-def _clone(ops, mapping: dict) -> None:
-    """Clone `ops` at the insertion point, operands through `mapping` (extended with the
-    clones' results)."""
-    for inner in ops:
-        clone = inner.clone()
-        for i, v in enumerate(inner.operands):
-            if v in mapping:
-                clone.operands[i] = mapping[v]
-        for old, new in zip(inner.results, clone.results):
-            mapping[old] = new
 
 
 class _Packing:
@@ -279,7 +251,7 @@ def _emit(op: ir.Operation, plan: _Plan) -> None:
     block_id, thread_id = body.arguments[0], body.arguments[3]
     with ir.InsertionPoint(body):
         constants: dict = {}
-        _clone(plan.constant_ops, constants)
+        clone_ops(plan.constant_ops, constants, ir.InsertionPoint.current)
         if block_per_row:
             row, position = block_id, thread_id
             has = arith.cmpi(arith.CmpIPredicate.ult, position, _c(length))
@@ -300,18 +272,18 @@ def _emit(op: ir.Operation, plan: _Plan) -> None:
             mapping = dict(constants)
             for k in range(n_ins):
                 mapping[plan.op.regions[0].blocks[0].arguments[k]] = memref.load(
-                    operands[k], _index(maps[k], ivs))
+                    operands[k], indices_of(maps[k], ivs))
             for inner in plan.element_ops:
                 if inner.name == "linalg.index":
                     mapping[inner.results[0]] = ivs[ir.IntegerAttr(inner.attributes["dim"]).value]
                 else:
-                    _clone([inner], mapping)
+                    clone_ops([inner], mapping, ir.InsertionPoint.current)
             return mapping[plan.element]
 
         def combine(value: ir.Value, accumulator: ir.Value) -> ir.Value:
             mapping = dict(constants)
             mapping[plan.element], mapping[plan.acc] = value, accumulator
-            _clone(plan.combine_ops, mapping)
+            clone_ops(plan.combine_ops, mapping, ir.InsertionPoint.current)
             return mapping[plan.result]
 
         # 1. each lane's elements: its position, then every `threads`-th (a block per row)
@@ -367,7 +339,7 @@ def _write(plan, maps, operands, outer, lane0, value, valid, combine) -> None:
     """Lane 0: output element = combine(value, output element), if value holds elements."""
     write = scf.IfOp(arith.andi(lane0, valid))
     with ir.InsertionPoint(write.then_block):
-        place = _index(maps[-1], outer + [_c(0)])
+        place = indices_of(maps[-1], outer + [_c(0)])
         old = memref.load(operands[-1], place)
         memref.store(combine(value, old), operands[-1], place)
         scf.YieldOp([])

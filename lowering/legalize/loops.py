@@ -22,6 +22,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor
 
 from ...errors import KilnError
+from ..ir_util import clone_ops
 from ...dialects import kiln as names
 
 SCALARIZE_ATTR = names.SCALARIZE
@@ -151,22 +152,3 @@ def clone_region_body(region: ir.Region, arguments: Sequence[ir.Value]) -> list[
     return [mapping.get(v, v) for v in body[-1].operands]
 
 
-def clone_ops(ops: Sequence[ir.Operation], mapping: dict[ir.Value, ir.Value],
-              ip: ir.InsertionPoint) -> None:
-    """Clone `ops` in order at `ip`, reading `mapping`'s values in place of its keys; each
-    clone's results join `mapping` in place of the originals'."""
-    for o in ops:
-        new = o.clone(ip)
-        _remap(new, mapping)
-        for old, fresh in zip(o.results, new.results):
-            mapping[old] = fresh
-
-
-def _remap(op: ir.Operation, mapping: dict[ir.Value, ir.Value]) -> None:
-    for i, v in enumerate(op.operands):
-        if v in mapping:
-            op.operands[i] = mapping[v]
-    for r in op.regions:
-        for b in r.blocks:
-            for c in b.operations:
-                _remap(c.operation, mapping)

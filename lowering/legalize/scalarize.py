@@ -13,7 +13,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import tensor
 
 from ..ir_util import walk
-from .loops import SCALARIZE_ATTR, clone_ops
+from ..ir_util import clone_ops
+from .loops import SCALARIZE_ATTR
 
 
 def scalarize(module: ir.Module) -> None:

@@ -104,6 +104,10 @@ def test_int8_sums_wrap_like_int32_accumulation(runtime, path):
                                    (100, 33, 200), (5, 300, 1000)])
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 def test_bf16_kernel_accumulates_in_f32(runtime, path, m, n, k, ta, tb, rng):
+    _check_bf16_product(runtime, m, n, k, ta, tb, rng)
+
+
+def _check_bf16_product(runtime, m, n, k, ta, tb, rng):
     a = operand(rng, (k, m) if ta else (m, k), ml_dtypes.bfloat16)
     b = operand(rng, (n, k) if tb else (k, n), ml_dtypes.bfloat16)
     want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
@@ -155,14 +159,7 @@ def test_int8_kernel_is_bit_exact_across_blocking_edges(runtime, m, n, k, ta, tb
 @pytest.mark.parametrize("m,n,k", BLOCKING_SHAPES)
 @pytest.mark.parametrize("ta,tb", ALL_LAYOUTS)
 def test_bf16_kernel_matches_f64_across_blocking_edges(runtime, m, n, k, ta, tb, rng):
-    a = operand(rng, (k, m) if ta else (m, k), ml_dtypes.bfloat16)
-    b = operand(rng, (n, k) if tb else (k, n), ml_dtypes.bfloat16)
-    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
-    c = np.full((m, n), 3.0, np.float32)
-    call(runtime, a, b, c, ta, tb)
-    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
-    call(runtime, a, b, c, ta, tb, ACCUMULATE)
-    np.testing.assert_allclose(c, 2 * want, rtol=1e-5, atol=2e-5 * np.sqrt(k))
+    _check_bf16_product(runtime, m, n, k, ta, tb, rng)
 
 
 def test_products_into_a_wider_c_leave_the_columns_past_n_alone(runtime, rng):

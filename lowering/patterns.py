@@ -51,6 +51,7 @@ def pattern_pass(lowerings: dict[str, Lowering]) -> Callable[[ir.Module], None]:
 
     run.__doc__ = "Apply, as rewrite patterns: " + ", ".join(
         f"{root} -> {fn.__name__}" for root, fn in lowerings.items())
+    run.applies_to = frozenset(lowerings)  # nothing to do without a root (registry.py)
     return run
 
 

@@ -34,17 +34,19 @@ class KilnPass:
     summary: str
     function: Callable[..., None]
     takes_entry: bool = False
+    # The ops it rewrites (pipeline.PyPass.applies_to); None: it always runs.
+    applies_to: frozenset[str] | None = None
 
     def bind(self, entry: str | None = None) -> PyPass:
         """This pass as a pipeline step, on `entry` (None: the default entry)."""
         if not self.takes_entry:
-            return PyPass(self.name, self.function, self.summary)
+            return PyPass(self.name, self.function, self.summary, applies_to=self.applies_to)
 
         def run(module: ir.Module) -> None:
             if _has_entry(module, entry):
                 self.function(module, entry)
         label = self.name if entry is None else f"{self.name}{{entry={entry}}}"
-        return PyPass(label, run, self.summary)
+        return PyPass(label, run, self.summary, applies_to=self.applies_to)
 
 
 _PASSES: dict[str, KilnPass] = {}
@@ -52,20 +54,25 @@ _kiln_passes_registered = False
 
 
 def register(name: str, summary: str, function: Callable[..., None], *,
-             takes_entry: bool = False) -> KilnPass:
+             takes_entry: bool = False, applies_to=None) -> KilnPass:
     """Register `function(module)` as pass `name`, for kiln-opt and `Pipeline` (a user's own
-    passes too; they follow Kiln's in `passes()`)."""
+    passes too; they follow Kiln's in `passes()`). `applies_to`: the op names (or dialect
+    prefixes such as "stablehlo.") it rewrites; a module with none of them skips the pass."""
     _ensure_registered()
-    return _add(name, summary, function, takes_entry)
+    return _add(name, summary, function, takes_entry, applies_to)
 
 
-def _add(name: str, summary: str, function: Callable[..., None], takes_entry: bool) -> KilnPass:
+def _add(name: str, summary: str, function: Callable[..., None], takes_entry: bool,
+         applies_to=None) -> KilnPass:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise KilnError(f"bad pass name '{name}'", hint="pass names are lowercase words "
                         "joined by '-', e.g. kiln-lower-sort")
     if name in _PASSES:
         raise KilnError(f"pass '{name}' is registered twice", hint="choose another name")
-    registered = KilnPass(name, summary, function, takes_entry)
+    if applies_to is None:  # a pattern pass knows its root ops (patterns.pattern_pass)
+        applies_to = getattr(function, "applies_to", None)
+    registered = KilnPass(name, summary, function, takes_entry,
+                          None if applies_to is None else frozenset(applies_to))
     _PASSES[name] = registered
     return registered
 
@@ -232,8 +239,8 @@ def _register_kiln_passes() -> None:
     from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
                            scalarize, scans, scatter, semantics, slicing, sort, top_k,
                            windows)
-    def register(name, summary, function, takes_entry=False):
-        _add(name, summary, function, takes_entry)
+    def register(name, summary, function, takes_entry=False, applies_to=None):
+        _add(name, summary, function, takes_entry, applies_to)
 
     on_entry = {"takes_entry": True}
     # verify
@@ -290,7 +297,7 @@ def _register_kiln_passes() -> None:
              scatter.lower_scatters)
     register("kiln-lower-top-k", "stablehlo.sort read only through leading slices (top_k, "
              "approx_max_k) -> an O(n) selection of the first k in scf loops",
-             top_k.lower_top_k)
+             top_k.lower_top_k, applies_to={"stablehlo.sort"})
     register("kiln-lower-sort", "stablehlo.sort -> a stable merge sort in scf loops",
              sort.lower_sorts)
     register("kiln-lower-select-and-scatter", "stablehlo.select_and_scatter -> scf loops",
@@ -298,10 +305,11 @@ def _register_kiln_passes() -> None:
     register("kiln-lower-cumulative-windows", "cumulative stablehlo.reduce_window (cumsum, "
              "cumprod, cummax...) -> a linear scan", scans.lower_cumulative_windows)
     register("kiln-widen-unsigned-slice-starts", "clamp unsigned dynamic_slice / "
-             "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts)
+             "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts,
+             applies_to={"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"})
     register("kiln-push-slices-into-producers", "slice(pad) / slice(concatenate) -> pad / "
              "concatenate of slices: move only the kept elements",
-             slicing.push_slices_into_producers)
+             slicing.push_slices_into_producers, applies_to={"stablehlo.slice"})
     register("kiln-widen-narrow-floats", "compute on 8/6/4-bit floats in f32, rounding results "
              "back", floats.widen_narrow_floats)
     register("kiln-lower-fft", "stablehlo.fft -> real StableHLO matrix products",
@@ -316,11 +324,12 @@ def _register_kiln_passes() -> None:
              "dispatcher", custom_calls.lower_custom_calls)
     # legalize, after upstream
     register("kiln-accurate-libm-calls", "math.log1p/expm1 -> libm calls (LLVM's log(1 + x) "
-             "loses every digit for small x)", semantics.accurate_libm_calls)
+             "loses every digit for small x)", semantics.accurate_libm_calls,
+             applies_to={"math.log1p", "math.expm1"})
     register("kiln-scalarize-0d-loops", "0-d linalg.generics inside Kiln's loops -> scalar "
              "code (no buffer per iteration)", scalarize.scalarize)
     register("kiln-lower-narrow-float-casts", "extf/truncf of 8/6/4-bit floats -> integer code",
-             floats.lower_narrow_float_casts)
+             floats.lower_narrow_float_casts, applies_to={"arith.extf", "arith.truncf"})
     register("kiln-check-legalized", "fail, naming the op, if any StableHLO/CHLO/check op "
              "remains", verify.check_legalized)
     # fuse
@@ -358,7 +367,7 @@ def _register_kiln_passes() -> None:
     register("kiln-reassociate-reductions", "mark float reductions reassoc so LLVM can "
              "vectorize them", fastmath.reassociate_reductions)
     register("kiln-copies-as-loops", "memref.copy between strided views -> linalg.copy",
-             guards.copies_as_loops)
+             guards.copies_as_loops, applies_to={"memref.copy"})
     register("kiln-reduction-loops", "linalg reductions with innermost reduction loops -> "
              "scf loops carrying the accumulators in registers", reductions.reduction_loops)
     register("kiln-hoist-invariant-loads", "loads of read-only buffers (marked by "

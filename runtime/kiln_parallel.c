@@ -188,44 +188,129 @@ void KilnPoolTrim(void) {
 /* ---------------------------------------------------------------------------------------
  * Parallel-for for compiled programs: a large elementwise or row-wise linalg op is outlined
  * into body(ctx, begin, end) over its outermost dimension (kiln.passes.codegen.parallel)
- * and run here on all cores: the calling thread takes the first chunk, pool threads the
- * rest. Workers sleep on a condition variable between calls (no spinning: the machine is
- * shared), and are started on first use. KILN_NUM_THREADS overrides the core count. */
+ * and run here on all cores, one chunk per thread. KILN_NUM_THREADS overrides the core
+ * count; workers start on first use.
+ *
+ * Chunks are claimed, not assigned: the caller runs chunk 0, then claims whatever chunk no
+ * worker has claimed yet, and waits only for chunks a worker is actually running. A worker
+ * that wakes after the caller took its chunk claims nothing and touches nothing of the
+ * caller's (ctx may be gone). Before, the caller waited for every worker to wake even when
+ * it had done all the work: 80-100 us per call on the shared VM, more than a small product
+ * takes alone, so products inside loops (an RNN's step) stayed on one core.
+ *
+ * After a job started by kiln_parallel_for_then_spin (the small products of a loop's step,
+ * kiln_sgemm_small.c) a worker spins for SPIN_NS before it sleeps on the condition variable,
+ * so the loop's next product finds it awake (a scan's steps are tens of microseconds apart;
+ * waking a sleeper costs as much as such a product). After other jobs it sleeps at once:
+ * a worker spinning after a large elementwise op kept OpenBLAS's thread off its core for
+ * the product that follows (transformer, 2 cores: 1.15x -> 1.0x XLA). The caller spins for
+ * a worker's chunk to finish before it sleeps too. Spinning is bounded and pauses the core
+ * (the machine is shared); KILN_SPIN_US overrides the window (0: sleep at once). */
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
 
 #define KILN_MAX_THREADS 64
+#define SPIN_NS 200000   /* 200 us: the gaps between an RNN step's products, with margin */
 
 static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER;   /* one parallel-for at a time */
 static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t job_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t job_done = PTHREAD_COND_INITIALIZER;
 static int n_threads = 0;           /* including the caller; 0 until initialised */
-static unsigned long job_epoch = 0;
-static kiln_body job_body;
+static int64_t spin_ns = -1;
+/* The job, one word: epoch (bits 32-63, new per job), chunk count (16-31), next unclaimed
+ * chunk (0-15). A claim is a compare-and-swap on it, so a claim for a finished job fails. */
+static _Atomic uint64_t job_ticket;
+static _Atomic int64_t job_finished;   /* chunks run to the end */
+static kiln_body job_body;            /* these three: written before the ticket is published */
 static void* job_ctx;
-static int64_t job_n, job_chunks;
-static int job_pending;
+static int64_t job_n;
+static _Atomic int job_spin;          /* workers spin after this job (see above) */
+static int sleepers;                  /* workers waiting on job_ready (under job_lock) */
+static int caller_sleeping;           /* the caller waits on job_done (under job_lock) */
 
-static void run_chunk(int64_t chunk) {
-  int64_t begin = job_n * chunk / job_chunks, end = job_n * (chunk + 1) / job_chunks;
+static uint32_t epoch_of(uint64_t ticket) { return (uint32_t)(ticket >> 32); }
+static int64_t chunks_of(uint64_t ticket) { return (int64_t)((ticket >> 16) & 0xFFFF); }
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void pause_core(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Spin until `done(arg)` holds or the spin window has passed; returns whether it holds. */
+static int spin_until(int (*done)(const void*), const void* arg) {
+  uint64_t start = 0;
+  for (uint32_t i = 0;; i++) {
+    if (done(arg)) return 1;
+    if ((i & 31) == 0) {   /* the clock every 32 pauses: about a microsecond */
+      uint64_t t = now_ns();
+      if (!start) start = t;
+      else if (t - start >= (uint64_t)spin_ns) return done(arg);
+    }
+    pause_core();
+  }
+}
+
+/* The next unclaimed chunk of job `epoch`, or -1 (none left, or a later job). */
+static int64_t claim(uint32_t epoch, int64_t* chunks) {
+  uint64_t t = atomic_load_explicit(&job_ticket, memory_order_acquire);
+  for (;;) {
+    int64_t next = (int64_t)(t & 0xFFFF);
+    if (epoch_of(t) != epoch || next >= chunks_of(t)) return -1;
+    if (atomic_compare_exchange_weak_explicit(&job_ticket, &t, t + 1, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+      *chunks = chunks_of(t);
+      return next;
+    }
+  }
+}
+
+static void run_chunk(int64_t chunk, int64_t chunks) {
+  int64_t begin = job_n * chunk / chunks, end = job_n * (chunk + 1) / chunks;
   if (begin < end) job_body(job_ctx, begin, end);
 }
 
+/* A chunk is done; the last one wakes the caller if it sleeps. */
+static void finish_chunk(int64_t chunks) {
+  if (atomic_fetch_add_explicit(&job_finished, 1, memory_order_acq_rel) + 1 < chunks) return;
+  pthread_mutex_lock(&job_lock);
+  if (caller_sleeping) pthread_cond_signal(&job_done);
+  pthread_mutex_unlock(&job_lock);
+}
+
+static int epoch_moved(const void* seen) {
+  return epoch_of(atomic_load_explicit(&job_ticket, memory_order_acquire)) != *(const uint32_t*)seen;
+}
+
 static void* worker(void* arg) {
-  int64_t index = (int64_t)(intptr_t)arg; /* 1 .. n_threads-1 */
-  unsigned long seen = 0;
+  (void)arg;
+  uint32_t seen = 0;
+  int spin = 0;
   for (;;) {
-    pthread_mutex_lock(&job_lock);
-    while (job_epoch == seen) pthread_cond_wait(&job_ready, &job_lock);
-    seen = job_epoch;
-    int64_t chunks = job_chunks;
-    pthread_mutex_unlock(&job_lock);
-    if (index < chunks) run_chunk(index);
-    pthread_mutex_lock(&job_lock);
-    if (--job_pending == 0) pthread_cond_signal(&job_done);
-    pthread_mutex_unlock(&job_lock);
+    if (!spin || !spin_until(epoch_moved, &seen)) {
+      pthread_mutex_lock(&job_lock);
+      sleepers++;
+      while (!epoch_moved(&seen)) pthread_cond_wait(&job_ready, &job_lock);
+      sleepers--;
+      pthread_mutex_unlock(&job_lock);
+    }
+    seen = epoch_of(atomic_load_explicit(&job_ticket, memory_order_acquire));
+    int64_t chunk, chunks;
+    while ((chunk = claim(seen, &chunks)) >= 0) {
+      run_chunk(chunk, chunks);
+      finish_chunk(chunks);
+    }
+    spin = atomic_load_explicit(&job_spin, memory_order_relaxed);
   }
   return NULL;
 }
@@ -235,6 +320,8 @@ static void start_pool(void) {
   long n = env ? atol(env) : sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   if (n > KILN_MAX_THREADS) n = KILN_MAX_THREADS;
+  const char* spin = getenv("KILN_SPIN_US");
+  spin_ns = spin ? (atoll(spin) > 0 ? atoll(spin) * 1000 : 0) : SPIN_NS;
   n_threads = 1;
   for (long i = 1; i < n; i++) {
     pthread_t t;
@@ -264,7 +351,11 @@ static void run_body(kiln_body body, void* ctx, int64_t begin, int64_t end) {
   kiln_in_parallel_for--;
 }
 
-void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
+static int all_finished(const void* chunks) {
+  return atomic_load_explicit(&job_finished, memory_order_acquire) >= *(const int64_t*)chunks;
+}
+
+static void parallel_for(kiln_body body, void* ctx, int64_t n, int spin_after) {
   if (n <= 0) return;
   /* A parallel-for already running (another thread, or nested): run serially. */
   if (pthread_mutex_trylock(&par_lock) != 0) {
@@ -278,22 +369,45 @@ void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
     run_body(body, ctx, 0, n);
     return;
   }
+  /* Publish the job with chunk 0 already claimed by the caller. */
   pthread_mutex_lock(&job_lock);
   job_body = body;
   job_ctx = ctx;
   job_n = n;
-  job_chunks = chunks;
-  job_pending = n_threads - 1;
-  job_epoch++;
-  pthread_cond_broadcast(&job_ready);
+  atomic_store_explicit(&job_spin, spin_after, memory_order_relaxed);
+  atomic_store_explicit(&job_finished, 0, memory_order_relaxed);
+  uint32_t epoch = epoch_of(atomic_load_explicit(&job_ticket, memory_order_relaxed)) + 1;
+  if (epoch == 0) epoch = 1;   /* workers start having seen epoch 0 */
+  atomic_store_explicit(&job_ticket, ((uint64_t)epoch << 32) | ((uint64_t)chunks << 16) | 1,
+                        memory_order_release);
+  if (sleepers) pthread_cond_broadcast(&job_ready);
   pthread_mutex_unlock(&job_lock);
   kiln_in_parallel_for++;
-  run_chunk(0);
+  run_chunk(0, chunks);
+  atomic_fetch_add_explicit(&job_finished, 1, memory_order_acq_rel);
+  int64_t chunk, claimed_chunks;
+  while ((chunk = claim(epoch, &claimed_chunks)) >= 0) {   /* what no worker has taken */
+    run_chunk(chunk, chunks);
+    atomic_fetch_add_explicit(&job_finished, 1, memory_order_acq_rel);
+  }
   kiln_in_parallel_for--;
-  pthread_mutex_lock(&job_lock);
-  while (job_pending) pthread_cond_wait(&job_done, &job_lock);
-  pthread_mutex_unlock(&job_lock);
+  if (!spin_until(all_finished, &chunks)) {
+    pthread_mutex_lock(&job_lock);
+    caller_sleeping = 1;
+    while (!all_finished(&chunks)) pthread_cond_wait(&job_done, &job_lock);
+    caller_sleeping = 0;
+    pthread_mutex_unlock(&job_lock);
+  }
   pthread_mutex_unlock(&par_lock);
+}
+
+void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
+  parallel_for(body, ctx, n, 0);
+}
+
+/* The same, for small jobs that come back soon (a loop's products): workers spin after it. */
+void kiln_parallel_for_then_spin(kiln_body body, void* ctx, int64_t n) {
+  parallel_for(body, ctx, n, 1);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -14,11 +14,13 @@
 
 #include "kiln_kernels.h"
 
-/* Below this many multiply-adds one thread finishes before a pool worker would wake and
- * help: an RNN step's 32 x 256 @ 256 x 256 (2^21) took 35 us alone and about 120 us shared
- * with a worker woken through the pool's condition variable (rnn_scan, quiet 2-core VM,
- * 2026-11-23: 14 ms against 24 ms for 200 steps). */
-#define PARALLEL_MACS (1 << 23)
+/* Below this many multiply-adds one thread finishes before a pool worker could help. An
+ * RNN step's 32 x 256 @ 256 x 256 (2^21) took 35 us alone and about 120 us shared when the
+ * caller had to wait for a worker to wake (2^23 then); since the pool's chunks are claimed
+ * and its workers spin after these products (kiln_parallel.c), the caller never waits for a
+ * sleeper and a loop's next product finds the worker awake, so a step's products (2^20,
+ * 2^21) share: rnn_scan 13.4 -> 11.1 ms (XLA 11.5). */
+#define PARALLEL_MACS (1 << 20)
 #define PANEL 32   /* columns of C per work item */
 
 typedef struct {
@@ -124,7 +126,7 @@ void kiln_sgemm_small(int64_t m, int64_t n, int64_t k, const float* a, int64_t a
   small_job job = {m, n, k, a, a_row, a_col, b, ldb, c, ldc, accumulate != 0,
                    (n + PANEL - 1) / PANEL, 0};
   if (m * n * k >= PARALLEL_MACS && job.panels > 1)
-    kiln_parallel_for(shared_body, &job, KilnNumThreads());
+    kiln_parallel_for_then_spin(shared_body, &job, KilnNumThreads());   /* loops call again */
   else
     shared_body(&job, 0, 1);
 }

@@ -11,15 +11,17 @@ overflow to inf and gradual underflow to subnormals; measured within 1 ulp over 
 log (Cephes logf, subnormal inputs scaled first) keeps log(+-0) = -inf, log(x < 0) = NaN,
 log(+inf) = inf. Measured ulp errors: tests/py/test_fastmath_log.py.
 
-tanh is f32 arithmetic, two forms chosen per element by a select: for |x| < 0.5625 the odd
-polynomial x + x^3 S(x^2) (error under 0.78 ulp: the x^3 term is at most a tenth of the
-result, so its roundings are damped), else tanh|x| = u / (u + 2) with u = expm1(2|x|), |x|
-clamped to 9.125 where tanh rounds to 1 (u from Cody-Waite reduction and a degree-7
-polynomial, 2^k from the bits of k + 1.5 * 2^23; error under 1.5 ulp). Measured over every
-f32: 1.4984 ulp at most (tests/py/test_codegen_fastmath.py checks a grid of all binades). An
-f32 rational x P/Q (XLA's form) is as short but 5-6 ulp (its two Horner sums round at every
-step, undamped); evaluating the rational in f64 kept 0.5 ulp but took ~20% longer in gelu,
-f64 vectors holding half the lanes.
+tanh is f32 arithmetic in one form for every |x|: tanh|x| = u / (u + 2) with
+u = expm1(2|x|), |x| clamped to 9.125 where tanh rounds to 1 (u from Cody-Waite reduction and a
+degree-7 polynomial, 2^k from the bits of k + 1.5 * 2^23). Measured over every f32: 2.42 ulp
+at most (below |x| = 0.35, where u + 2 and the quotient round on top of u's error; 1.50
+above). It was 1.50 everywhere with an odd polynomial for |x| < 0.5625 chosen by a select,
+but computing both forms for every element cost 9 of 31 vector ops: without it gelu over 4M
+f32 takes ~20% less (tests/py/test_codegen_fastmath.py checks a grid of all binades and a
+dense sweep). An f32 rational x P/Q (XLA's form) is shorter still but 5-6 ulp (its two
+Horner sums round at every step, undamped) and fails the StableHLO testdata's 3-ULP check
+(tanh_float32_20_20); evaluating the rational in f64 kept 0.5 ulp but took ~20% longer in
+gelu, f64 vectors holding half the lanes.
 tanh keeps tanh(+-inf) = +-1, tanh(-0.0) = -0.0, NaN -> NaN.
 
 sin/cos/tan and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are evaluated
@@ -47,11 +49,6 @@ _LOG_POLY = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-
              1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
              3.3333331174e-1]
 _SQRT_HALF = 0.707106781186547524
-# tanh, small |x|: (tanh(x) - x) / x^3 as a polynomial in x^2 on |x| <= 0.5625 (near-minimax,
-# Chebyshev fit, error 2^-25.9), highest degree first.
-_TANH_SMALL = [-0.006525572168998148, 0.021263353447151623, -0.053901753164581234,
-               0.1333307381350117, -0.3333333169526055]
-_TANH_SMALL_LIMIT = 0.5625
 # tanh(x) rounds to +-1 in f32 beyond |x| = 9.011 (1 - tanh < 2^-25); the clamp keeps 2^k finite
 _TANH_CLAMP = 9.125
 # (e^r - 1 - r) / r^2 on |r| <= ln2/2 (Chebyshev fit, error 2^-29.4), highest degree first
@@ -150,11 +147,9 @@ def _log(b: _Builder, x):
 
 
 def _tanh(b: _Builder, x):
+    # tanh a = u / (u + 2), u = e^(2a) - 1 = 2^k (1 + p) - 1, p = expm1(r), a = |x| (the sign
+    # goes on last, so tanh(-0.0) = -0.0); one form for every a, no select between two
     a = b.min(math.absf(x), b.c(_TANH_CLAMP))          # NaN stays NaN
-    # small |x|: a + a^3 S(a^2), a = |x| (the sign goes on last, so tanh(-0.0) = -0.0)
-    z = b.mul(a, a)
-    small = b.fma(b.mul(a, z), b.horner(z, _TANH_SMALL), a)
-    # large |x|: tanh a = u / (u + 2), u = e^(2a) - 1 = 2^k (1 + p) - 1, p = expm1(r)
     t = b.add(a, a)
     shifted = b.fma(t, b.c(1.44269504088896341), b.c(_ROUNDING_SHIFTER))
     k = b.sub(shifted, b.c(_ROUNDING_SHIFTER))
@@ -164,8 +159,7 @@ def _tanh(b: _Builder, x):
     k_int = arith.subi(arith.bitcast(b.i32, shifted), arith.bitcast(b.i32, b.c(_ROUNDING_SHIFTER)))
     scale = b.pow2(k_int)                               # k in [0, 27]
     u = b.fma(scale, p, b.sub(scale, b.c(1.0)))         # 2^k - 1 exact for k <= 24
-    large = b.div(u, b.add(u, b.c(2.0)))
-    return math.copysign(b.select(b.cmp(_OLT, a, b.c(_TANH_SMALL_LIMIT)), small, large), x)
+    return math.copysign(b.div(u, b.add(u, b.c(2.0))), x)
 
 
 def _widened(kernel):
@@ -206,10 +200,28 @@ def approximate_math(module: ir.Module) -> None:
         return ir.WalkResult.ADVANCE
     module.operation.walk(visit)
     for op, kernel in todo:
+        _prefer_wide_vectors(op)
         with ir.InsertionPoint(op), op.location:
             value = kernel(op)
         op.results[0].replace_all_uses_with(value)
         op.erase()
+
+
+# LLVM's tuning for this CPU family vectorizes 8 f32 lanes wide (prefer-vector-width=256);
+# polynomial math is bound by arithmetic, not memory, so it runs on 16 lanes: gelu over 4M
+# f32 2.0 -> 1.4 ms. kiln-parallelize copies the attribute to the bodies it outlines.
+_PASSTHROUGH = "llvm.passthrough"   # becomes llvm.func's `passthrough` (LLVM function attributes)
+
+
+def _prefer_wide_vectors(op: ir.Operation) -> None:
+    """Mark the function around `op` to be vectorized with 512-bit vectors."""
+    fn = op.parent
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent
+    if fn is None or _PASSTHROUGH in fn.attributes:
+        return
+    width = ir.ArrayAttr.get([ir.StringAttr.get("prefer-vector-width"), ir.StringAttr.get("512")])
+    fn.attributes[_PASSTHROUGH] = ir.ArrayAttr.get([width])
 
 
 def _f32_kernel(op: ir.Operation):

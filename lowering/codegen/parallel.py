@@ -47,6 +47,7 @@ from .windows import unroll_windows
 
 MIN_ITERATIONS = 1 << 18
 _PARALLEL_FOR = "kiln_parallel_for"   # runtime/kiln_parallel.c
+_PASSTHROUGH = "llvm.passthrough"     # becomes llvm.func's `passthrough`: LLVM function attributes
 _ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i1": 1, "i8": 1, "i16": 2, "i32": 4,
                "i64": 8}
 
@@ -296,6 +297,10 @@ def _build_body(module: ir.Module, symbols: ir.SymbolTable, name: str, op: ir.Op
     split = plan["split"]
     i64 = builders.i64()
     fn = builders.define_private(module, symbols, name, [builders.pointer(), i64, i64])
+    # LLVM function attributes of the function the op came from (fastmath.py's vector width)
+    outer = _enclosing_function(op)
+    if _PASSTHROUGH in outer.attributes:
+        fn.operation.attributes[_PASSTHROUGH] = outer.attributes[_PASSTHROUGH]
     entry = fn.entry_block
     ctx, begin, end = entry.arguments
     # llvm.mlir.constant i64s for the descriptors' sizes and strides, one per value

@@ -16,10 +16,13 @@ legalize stage made become math ops again, which kernels lower to libdevice
 (`kiln-gpu-libm-calls-as-math`).
 
 Row reductions, and the phases of a split full reduction, become block reductions (warp
-shuffles and shared memory) in reductions.py; what it leaves (column reductions, many short
-rows, several accumulators) is reduced by one thread per output element here. Not yet:
-transposes through shared memory, and loops whose trip count or predicate the device
-computes (`scf.while` on the host).
+shuffles and shared memory) in reductions.py; column reductions tiled blocks in columns.py;
+contractions (matmuls, convolutions) shared-memory tiled kernels in products.py; and
+transposes 32x32 tiles through shared memory in transposes.py. What those leave (short
+columns, several accumulators, thin transposes, matrix-vector products) runs here, one
+thread per output element, a reduction's neighbouring threads reading neighbouring
+addresses. Not yet: loops whose trip count or predicate the device computes (`scf.while`
+on the host).
 """
 from __future__ import annotations
 
@@ -84,55 +87,18 @@ def split_reductions(module: ir.Module) -> None:
     reductions.split_reductions(module, _GPU_SPLIT)
 
 
-def serial_kernels(module: ir.Module) -> None:
-    """Wrap each run of top-level ops that read or write buffer elements outside a parallel
-    loop (after convert-linalg-to-parallel-loops) in a one-iteration scf.parallel, which
-    becomes a kernel of one thread."""
-    for func in module.body.operations:
-        if func.operation.name != "func.func" or not func.operation.regions[0].blocks:
-            continue
-        for block in func.operation.regions[0].blocks:
-            for run in _serial_runs(block):
-                _wrap(run)
-
-
-def _serial_runs(block: ir.Block) -> list[list[ir.Operation]]:
-    """Maximal runs of work ops (scalar arithmetic between them joins the run)."""
-    runs, current = [], []
-    for op in block.operations:
-        op = op.operation
-        if _pure_scalar(op):
-            if current:
-                current.append(op)
-        elif op.name in HOST_OPS or op.name.startswith("gpu."):
-            if current:
-                runs.append(current)
-                current = []
-        else:
-            current.append(op)
-    if current:
-        runs.append(current)
-    return [run for run in map(_trim, runs) if run]
-
-
-def _pure_scalar(op: ir.Operation) -> bool:
+def pure_scalar(op: ir.Operation) -> bool:
     """Index/scalar arithmetic with no memory effect (it may stay on the host or be cloned
     into a kernel by outlining)."""
     return op.name.startswith(("arith.", "affine.apply", "math.", "complex.")) \
         and op.name != "arith.constant" and not op.regions
 
 
-def _trim(run: list[ir.Operation]) -> list[ir.Operation]:
-    while run and _pure_scalar(run[-1]):
-        run.pop()
-    return run
-
-
-def _wrap(run: list[ir.Operation]) -> None:
+def wrap_serial(run: list[ir.Operation]) -> None:
     for op in run:
         for result in op.results:
             for use in result.uses:
-                if not _nested_in(use.owner, run):
+                if not nested_in(use.owner, run):
                     raise _escaping(op)
     first = run[0]
     with ir.InsertionPoint(first), first.location:
@@ -147,7 +113,7 @@ def _wrap(run: list[ir.Operation]) -> None:
         op.move_before(terminator.operation)
 
 
-def _nested_in(owner, run) -> bool:
+def nested_in(owner, run) -> bool:
     op = owner.operation if hasattr(owner, "operation") else owner
     while op is not None:
         if any(op == r for r in run):
@@ -211,7 +177,7 @@ def sink_scalars(module: ir.Module) -> None:
             if value in copies:
                 return copies[value]
             owner = value.owner
-            if isinstance(owner, ir.Block) or not _pure_scalar(owner.operation):
+            if isinstance(owner, ir.Block) or not pure_scalar(owner.operation):
                 return None
             operands = []
             for v in owner.operands:

@@ -18,9 +18,9 @@ A lane may have no element (a row shorter than the block): every partial travels
 flag saying whether it holds one, and partials without one are skipped.
 
 The generic's body must be `combine(f(inputs), accumulator)` with one accumulator: the ops
-that use the accumulator are the combiner, which combines two partials too. Column
-reductions (the reduction dimension strides through memory) keep one thread per output
-element (lowering/gpu/loops.py), whose neighbours read neighbouring addresses.
+that use the accumulator are the combiner, which combines two partials too (columns.py and
+products.py split bodies the same way: `split_body`). Column reductions (the reduction
+dimension strides through memory) are columns.py's: a block per 32 output columns.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def block_reductions(module: ir.Module) -> None:
 
 
 @dataclass
-class _Plan:
+class ReductionBody:
     """What _emit needs of a generic: its extents and its body split into the element's
     computation (from inputs and indices), the combiner (from the accumulator) and
     constants; `element` is the one value the combiner reads besides the accumulator."""
@@ -83,7 +83,7 @@ def _packable(t: ir.Type) -> bool:
     return False
 
 
-def _plan(op: ir.Operation) -> _Plan | None:
+def _plan(op: ir.Operation) -> ReductionBody | None:
     if op.results or "indexing_maps" not in op.attributes:
         return None
     iterators = [str(a) for a in op.attributes["iterator_types"]]
@@ -130,10 +130,10 @@ def _plan(op: ir.Operation) -> _Plan | None:
     out = operands[-1]
     if any(v == out for v in operands[:n_ins]):
         return None
-    return _split_body(op, extents, n_ins)
+    return split_body(op, extents, n_ins)
 
 
-def _split_body(op, extents, n_ins) -> _Plan | None:
+def split_body(op, extents, n_ins) -> ReductionBody | None:
     """The body as element ops (from inputs and indices), combiner ops (from the
     accumulator) and constants; None unless the combiner reads one element value of the
     accumulator's type."""
@@ -170,7 +170,7 @@ def _split_body(op, extents, n_ins) -> _Plan | None:
     element = elements.pop()
     if element.type != acc.type:
         return None
-    return _Plan(op, extents, element_ops, combine_ops, constant_ops, element, acc, result)
+    return ReductionBody(op, extents, element_ops, combine_ops, constant_ops, element, acc, result)
 
 
 # -- emission -----------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def _c(n: int) -> ir.Value:
     return arith.constant(_index_type(), n)
 
 
-class _Packing:
+class Packing:
     """A value of the accumulator's type as 32 or 64 bits, for shuffles and shared memory."""
 
     def __init__(self, t: ir.Type):
@@ -216,7 +216,7 @@ def _segment(rows: int, length: int) -> int | None:
     return 1 << (length - 1).bit_length()
 
 
-def _emit(op: ir.Operation, plan: _Plan) -> None:
+def _emit(op: ir.Operation, plan: ReductionBody) -> None:
     operands, maps = list(op.operands), _maps(op)
     n_ins = len(operands) - 1
     extents = plan.extents
@@ -236,7 +236,7 @@ def _emit(op: ir.Operation, plan: _Plan) -> None:
         blocks = -(-rows // rows_per_block)
     warps = threads // WARP
     shared = block_per_row and warps > 1
-    packing = _Packing(plan.acc.type)
+    packing = Packing(plan.acc.type)
     i32 = ir.IntegerType.get_signless(32)
     attributions = []
     if shared:
@@ -345,7 +345,7 @@ def _write(plan, maps, operands, outer, lane0, value, valid, combine) -> None:
         scf.YieldOp([])
 
 
-def _warp_reduce(value, valid, packing: _Packing, combine, segment: int):
+def _warp_reduce(value, valid, packing: Packing, combine, segment: int):
     """2. the partials of each `segment` lanes (aligned) combined by butterfly shuffles:
     afterwards every lane holds the combination of its segment's partials that hold
     elements (`valid`). The whole warp takes part in every shuffle."""

@@ -3,27 +3,29 @@
 The GPU target shares the CPU target's `legalize` stage, which turns custom calls into calls
 of the C runtime's dispatcher and collectives, send/recv and infeed/outfeed into calls of
 Kiln's collective runtime (`custom_call @kiln.collective.<op>`). Neither can run on the
-GPU yet: left alone, such a call surfaces much later as a value "the host needs" or a
-kernel calling a host function. This check runs right after JAX's op-like custom calls
-(top-k, sharding annotations, shape assertions) became ordinary ops, so every custom call
-still present is one the GPU target cannot run; it names the first, where the program
-wrote it.
+GPU: left alone, such a call surfaces much later as a value "the host needs" or a kernel
+calling a host function. This check runs right after JAX's op-like custom calls (top-k,
+sharding annotations, shape assertions) became ordinary ops. Custom calls whose target is
+registered for the GPU (platform "CUDA"), and collectives, become plan steps here
+(custom_calls.py); every other custom call still present (host transfers included) is one
+the GPU target cannot run: it names the first, where the program wrote it.
 """
 from __future__ import annotations
 
 from torch_mlir import ir
 
 from ...errors import KilnError
+from .custom_calls import lower_gpu_custom_calls
 
 COLLECTIVE_PREFIX = "kiln.collective."  # lowering/legalize/collectives.py's targets
 _HOST_TRANSFERS = {"send", "recv", "infeed", "outfeed"}
-# The same ops before kiln-lower-collectives (the check is right wherever it runs).
-_COLLECTIVES = {f"stablehlo.{kind}" for kind in (
-    "all_reduce", "all_gather", "all_to_all", "reduce_scatter", "collective_permute",
-    "collective_broadcast", *_HOST_TRANSFERS)}
+# The same ops before kiln-lower-collectives (the check is right wherever it runs); the
+# other collectives run host-staged (custom_calls.py).
+_COLLECTIVES = {f"stablehlo.{kind}" for kind in _HOST_TRANSFERS}
 
 
 def check_supported(module: ir.Module) -> None:
+    lower_gpu_custom_calls(module)
     found = []
 
     def visit(op):
@@ -46,9 +48,11 @@ def _unsupported(op: ir.Operation) -> KilnError:
         what = "host transfer" if kind in _HOST_TRANSFERS else "collective"
         return KilnError(f"'stablehlo.{kind}' ({what}) is not supported by the GPU target yet",
                          location=where,
-                         hint="collectives, send/recv and infeed/outfeed run on target='cpu' "
-                              "(kiln.distributed)")
-    return KilnError(f"custom call '{target}' is not supported by the GPU target yet: custom "
-                     "calls run only on target='cpu'", location=where,
-                     hint="compile this program with target='cpu', or express the "
-                          "computation in StableHLO ops")
+                         hint="send/recv and infeed/outfeed run on target='cpu' "
+                              "(kiln.distributed); other collectives run on the GPU target")
+    return KilnError(f"custom call '{target}' is not supported by the GPU target yet: no "
+                     "target of that name is registered for the GPU (platform 'CUDA')",
+                     location=where,
+                     hint="register a GPU implementation (kiln.register_custom_call(name, fn, "
+                          "platform='CUDA'): void fn(CUstream, void** buffers, const char* "
+                          "opaque, size_t opaque_len)), or compile with target='cpu'")

@@ -18,6 +18,7 @@ The loop nest, for N operands/updates:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
 from torch_mlir import ir
@@ -32,6 +33,95 @@ from .loops import (IndexConstants, all_true, apply_region, delinearize, for_loo
 SGE, SLE = arith.CmpIPredicate.sge, arith.CmpIPredicate.sle
 
 
+@dataclass
+class ScatterGeometry:
+    """Where a stablehlo.scatter's update elements go: its dimension numbers resolved against
+    static shapes (shared with the GPU target's parallel scatter, lowering/gpu/scatter.py)."""
+    shape: list[int]
+    update_shape: list[int]
+    index_rank: int
+    window_dims: list[int]
+    batching: list[int]
+    index_batching: list[int]
+    to_operand: list[int]
+    index_vector_dim: int
+    scatter_dims: list[int]         # the update's dimensions that are not window dimensions
+    index_dims: list[int]           # the indices' dimensions paired with scatter_dims, in order
+    operand_window_dims: list[int]  # the operand's dimensions the window spans
+    window: list[int]               # the window's extent in each operand dimension
+
+    @classmethod
+    def read(cls, op: ir.Operation, shape: list[int], update_shape: list[int],
+             index_rank: int) -> ScatterGeometry | None:
+        """None when the dimension numbers do not fit the shapes."""
+        dn = _stablehlo.ScatterDimensionNumbers(op.attributes["scatter_dimension_numbers"])
+        rank, urank = len(shape), len(update_shape)
+        window_dims = list(dn.update_window_dims)
+        inserted = list(dn.inserted_window_dims)
+        batching = list(dn.input_batching_dims)
+        ivd = dn.index_vector_dim
+        scatter_dims = [d for d in range(urank) if d not in window_dims]
+        index_dims = [d for d in range(index_rank) if d != ivd]
+        operand_window_dims = [d for d in range(rank) if d not in inserted and d not in batching]
+        if len(operand_window_dims) != len(window_dims) or len(index_dims) != len(scatter_dims):
+            return None
+        window = [1] * rank
+        for k, d in enumerate(operand_window_dims):
+            window[d] = update_shape[window_dims[k]]
+        return cls(list(shape), list(update_shape), index_rank, window_dims, batching,
+                   list(dn.scatter_indices_batching_dims), list(dn.scattered_dims_to_operand_dims),
+                   ivd, scatter_dims, index_dims, operand_window_dims, window)
+
+    @property
+    def scatter_shape(self) -> list[int]:
+        return [self.update_shape[d] for d in self.scatter_dims]
+
+    @property
+    def window_shape(self) -> list[int]:
+        return [self.update_shape[d] for d in self.window_dims]
+
+    def start(self, index: IndexConstants, indices: ir.Value,
+              scatter_coords: list[ir.Value]) -> list[ir.Value]:
+        """The full start index in the operand (index(0) where it needs no arithmetic):
+        scatter dims from the (i64) indices, batching dims from the scatter position."""
+        c0 = index(0)
+        start = [c0] * len(self.shape)
+        for k, operand_dim in enumerate(self.to_operand):
+            at = [index(k) if d == self.index_vector_dim else
+                  scatter_coords[self.index_dims.index(d)] for d in range(self.index_rank)]
+            start[operand_dim] = arith.index_cast(ir.IndexType.get(), tensor.extract(indices, at))
+        for operand_dim, index_dim in zip(self.batching, self.index_batching):
+            start[operand_dim] = scatter_coords[self.index_dims.index(index_dim)]
+        return start
+
+    def inside(self, index: IndexConstants, start: list[ir.Value]) -> ir.Value:
+        """Whether the whole window at `start` lies inside the operand (XLA skips others)."""
+        c0 = index(0)
+        conditions = []
+        for d, at in enumerate(start):
+            if at == c0:
+                continue
+            conditions.append(arith.cmpi(SGE, at, c0))
+            conditions.append(arith.cmpi(SLE, at, index(self.shape[d] - self.window[d])))
+        return all_true(conditions)
+
+    def operand_index(self, c0: ir.Value, start: list[ir.Value],
+                      window_coords: list[ir.Value]) -> list[ir.Value]:
+        at = list(start)
+        for k, d in enumerate(self.operand_window_dims):
+            at[d] = window_coords[k] if start[d] == c0 else arith.addi(start[d], window_coords[k])
+        return at
+
+    def update_index(self, scatter_coords: list[ir.Value],
+                     window_coords: list[ir.Value]) -> list[ir.Value]:
+        at: list[ir.Value | None] = [None] * len(self.update_shape)
+        for k, d in enumerate(self.scatter_dims):
+            at[d] = scatter_coords[k]
+        for k, d in enumerate(self.window_dims):
+            at[d] = window_coords[k]
+        return at
+
+
 def _lower(op: ir.Operation) -> None:
     n = len(op.results)
     operands = list(op.operands)
@@ -39,30 +129,14 @@ def _lower(op: ir.Operation) -> None:
     input_types = [static_tensor_type(v, op) for v in inputs]
     update_types = [static_tensor_type(v, op) for v in updates]
     index_type = static_tensor_type(indices, op)
-    dn = _stablehlo.ScatterDimensionNumbers(op.attributes["scatter_dimension_numbers"])
-
-    shape = list(input_types[0].shape)
-    update_shape = list(update_types[0].shape)
     index_shape = list(index_type.shape)
-    rank, urank, irank = len(shape), len(update_shape), len(index_shape)
-    window_dims = list(dn.update_window_dims)
-    inserted = list(dn.inserted_window_dims)
-    batching = list(dn.input_batching_dims)
-    index_batching = list(dn.scatter_indices_batching_dims)
-    to_operand = list(dn.scattered_dims_to_operand_dims)
-    ivd = dn.index_vector_dim
-
-    scatter_dims = [d for d in range(urank) if d not in window_dims]
-    index_dims = [d for d in range(irank) if d != ivd]  # pair up with scatter_dims, in order
-    operand_window_dims = [d for d in range(rank) if d not in inserted and d not in batching]
-    if len(operand_window_dims) != len(window_dims) or len(index_dims) != len(scatter_dims):
+    geometry = ScatterGeometry.read(op, list(input_types[0].shape),
+                                    list(update_types[0].shape), len(index_shape))
+    if geometry is None:
         raise KilnError("stablehlo.scatter dimension numbers do not match the operand shapes",
                         location=str(op.location), hint="check the op against the spec's constraints")
-    window = [1] * rank
-    for k, d in enumerate(operand_window_dims):
-        window[d] = update_shape[window_dims[k]]
-    window_shape = [update_shape[d] for d in window_dims]
-    positions = prod(update_shape[d] for d in scatter_dims)
+    window_shape = geometry.window_shape
+    positions = prod(geometry.scatter_shape)
 
     if positions == 0 or prod(window_shape) == 0:
         replace_op(op, inputs)
@@ -81,35 +155,13 @@ def _lower(op: ir.Operation) -> None:
                 ir.RankedTensorType.get(index_shape, i64)]).result
 
         def position(p: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-            scatter_coords = delinearize(index, p, [update_shape[d] for d in scatter_dims])
-            # The full start index in the operand (c0 where it needs no arithmetic).
-            start = [c0] * rank
-            for k, operand_dim in enumerate(to_operand):
-                coords = [index(k) if d == ivd else scatter_coords[index_dims.index(d)]
-                          for d in range(irank)]
-                start[operand_dim] = arith.index_cast(ir.IndexType.get(),
-                                                      tensor.extract(idx, coords))
-            for operand_dim, index_dim in zip(batching, index_batching):
-                start[operand_dim] = scatter_coords[index_dims.index(index_dim)]
-
-            conditions = []
-            for d in range(rank):
-                if start[d] == c0:
-                    continue
-                conditions.append(arith.cmpi(SGE, start[d], c0))
-                conditions.append(arith.cmpi(SLE, start[d], index(shape[d] - window[d])))
+            scatter_coords = delinearize(index, p, geometry.scatter_shape)
+            start = geometry.start(index, idx, scatter_coords)
 
             def window_position(w: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
                 window_coords = delinearize(index, w, window_shape)
-                operand_index = list(start)
-                for k, d in enumerate(operand_window_dims):
-                    operand_index[d] = window_coords[k] if start[d] == c0 else \
-                        arith.addi(start[d], window_coords[k])
-                update_index: list[ir.Value | None] = [None] * urank
-                for k, d in enumerate(scatter_dims):
-                    update_index[d] = scatter_coords[k]
-                for k, d in enumerate(window_dims):
-                    update_index[d] = window_coords[k]
+                operand_index = geometry.operand_index(c0, start, window_coords)
+                update_index = geometry.update_index(scatter_coords, window_coords)
                 olds = [tensor.extract(acc, operand_index) for acc in accs]
                 news = [tensor.extract(u, update_index) for u in updates]
                 combined = apply_region(op.regions[0], olds + news, elements)
@@ -119,7 +171,8 @@ def _lower(op: ir.Operation) -> None:
                 return for_loop(c0, index(prod(window_shape)), index(1), accs, window_position,
                                 scalarize=True)
 
-            return if_else(all_true(conditions), [a.type for a in accs], update, lambda: accs)
+            return if_else(geometry.inside(index, start), [a.type for a in accs], update,
+                           lambda: accs)
 
         results = for_loop(c0, index(positions), index(1), inputs, position)
     replace_op(op, results)

@@ -13,10 +13,17 @@ passes (the bindings let a pass build invalid IR, which C++ passes must not see)
 end of every stage, not after each pass as MLIR's pass manager does by default: verifying
 after each of the 61 passes was a third of the time of Kiln's stages. `KILN_VERIFY_EACH_PASS=1`
 verifies after every pass, to find which one broke the IR.
+
+Two things keep passes that have nothing to do cheap: a Python pass that names the ops it
+rewrites (`PyPass.applies_to`) is skipped when the module has none of them (one walk collects
+the op names for a run of such passes), and a process that compiles many programs in one
+context (a compile worker) keeps each stage's pass manager, whose passes MLIR initializes
+once (`reuse_pass_managers`).
 """
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Union
@@ -34,6 +41,9 @@ class PyPass:
     run: Callable[[ir.Module], None]
     summary: str = ""
     verify: bool = True  # False: the pass only reads the IR (observers)
+    # The ops the pass rewrites (names, or dialect prefixes ending in '.'): a module without
+    # any has nothing for it, and the pass is not run. None: it always runs.
+    applies_to: frozenset[str] | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -75,21 +85,36 @@ class _PythonPassHost:
     `PassManager.run` has returned, as if the pass had raised it to the caller.
 
     A pass marked to check (`callback(..., check=True)`) verifies the IR after it, failing
-    as the manager's verifier would."""
+    as the manager's verifier would.
 
-    def __init__(self, module: ir.Module):
-        self.module = module
+    The manager's callbacks run the steps of the current run (`start`), so that a manager
+    kept for reuse (`reuse_pass_managers`) serves later runs of the same pipeline."""
+
+    def __init__(self):
+        self.module: ir.Module | None = None
+        self.steps: list[Step] = []
+        self.callbacks: list = []  # held here for as long as the manager may call them
+        self.start(None, [])
+
+    def start(self, module: ir.Module | None, steps: list[Step]) -> None:
+        self.module, self.steps = module, steps
         self.failure: BaseException | None = None
         self.failed_pass: str | None = None
         self.last_finished: int | None = None  # index of the last Python step that completed
         self.invalid: ir.MLIRError | None = None  # the verifier's error after that step
-        self.callbacks: list = []  # held here for as long as the manager may call them
+        self.present: set[str] | None = None  # the op names in the module, while known
 
-    def callback(self, step: PyPass, index: int, check: bool):
+    def callback(self, index: int, check: bool):
         def run(op: ir.Operation, pass_) -> None:
+            step = self.steps[index]
             try:
-                # The manager runs on module.operation; passes take the ir.Module itself.
-                step.run(self.module)
+                if index and not isinstance(self.steps[index - 1], PyPass):
+                    self.present = None  # an upstream pass ran since they were collected
+                if self._has_work(step):
+                    # The manager runs on module.operation; passes take the ir.Module itself.
+                    step.run(self.module)
+                    if step.verify:
+                        self.present = None  # it may have rewritten anything
             except BaseException as exc:  # noqa: BLE001 (Ctrl-C too: re-raised after run)
                 self.failure, self.failed_pass = exc, step.name
                 pass_.signal_pass_failure()
@@ -103,6 +128,66 @@ class _PythonPassHost:
                     pass_.signal_pass_failure()
         self.callbacks.append(run)
         return run
+
+    def _has_work(self, step: PyPass) -> bool:
+        """Whether the module holds an op `step` applies to. The op names are collected in
+        one walk and kept until a pass may have changed them, so that a run of passes with
+        nothing to do (most of `legalize`'s lowerings, for most programs) costs one walk."""
+        if step.applies_to is None:
+            return True
+        if self.present is None:
+            self.present = op_names(self.module.operation)
+        return any(name in self.present if not name.endswith(".") else
+                   any(p.startswith(name) for p in self.present) for name in step.applies_to)
+
+
+def op_names(op: ir.Operation) -> set[str]:
+    """The names of the ops nested in `op` (and its own)."""
+    names: set[str] = set()
+
+    def visit(child: ir.Operation):
+        names.add(child.name)
+        return ir.WalkResult.ADVANCE
+    op.walk(visit)
+    return names
+
+
+class _ReusedManagers:
+    """Pass managers kept, per pipeline, for later runs in one context (see
+    `reuse_pass_managers`). MLIR initializes a manager's passes on its first run and again
+    only when the context's dialect registry changes: canonicalize, for one, builds and
+    freezes every pattern of every loaded dialect there (about 0.4 ms a time, five times a
+    compile). A manager is lent to one run at a time; one that failed is not kept."""
+
+    def __init__(self):
+        self.context: ir.Context | None = None
+        self.idle: dict[tuple, tuple[passmanager.PassManager, _PythonPassHost]] = {}
+        self.lock = threading.Lock()
+
+    def take(self, module: ir.Module, key: tuple):
+        with self.lock:
+            if self.context is None or module.context is not self.context:
+                return None
+            return self.idle.pop(key, None)
+
+    def give_back(self, module: ir.Module, key: tuple, manager, host) -> None:
+        host.start(None, [])  # the module is not kept alive by the cache
+        with self.lock:
+            if self.context is not None and module.context is self.context:
+                self.idle.setdefault(key, (manager, host))
+
+
+_reused = _ReusedManagers()
+
+
+def reuse_pass_managers(context: ir.Context | None) -> None:
+    """Keep the pass managers of pipelines run in `context` for later runs of the same
+    pipelines there (None: keep none). For a process that compiles many programs in one
+    context, such as a compile worker (driver/worker.py), where a manager's initialization
+    is paid once, not once per compile."""
+    with _reused.lock:
+        _reused.context = context
+        _reused.idle.clear()
 
 
 def _upstream_after(steps: list[Step], index: int | None) -> str:
@@ -160,17 +245,16 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
         return
     if observe is not None:
         steps = _with_observer(steps, observe)
-    host = _PythonPassHost(module)
     check_after, check_at_end = _checks(steps)
+    # Observed runs (timing, dumps, reproducers) are rare: their managers are not kept.
+    key = None if observe is not None else _pipeline_key(stage, steps, check_after)
+    reused = _reused.take(module, key) if key is not None else None
     with module.context:
-        manager = passmanager.PassManager("builtin.module")
-        manager.enable_verifier(_verify_each_pass())
-        for index, step in enumerate(steps):
-            if isinstance(step, PyPass):
-                manager.add(host.callback(step, index, check_after[index]), name=step.name,
-                            argument=step.name, description=step.summary)
-            else:
-                _add_upstream(manager, step, stage)
+        if reused is not None:
+            manager, host = reused
+        else:
+            manager, host = _build_manager(steps, stage, check_after)
+        host.start(module, steps)
         try:
             manager.run(module.operation)
             if check_at_end:
@@ -193,6 +277,30 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
         if host.failure is not None:
             with mlir_errors(filename, f"stage '{stage}', {host.failed_pass}"):
                 raise host.failure
+    if key is not None:
+        _reused.give_back(module, key, manager, host)
+
+
+def _pipeline_key(stage: str, steps: list[Step], check_after: list[bool]) -> tuple:
+    """What makes two runs' managers interchangeable: the upstream passes' text, where the
+    Python passes are (they are called through the host, so which functions they are does
+    not matter) and where the IR is verified."""
+    return (stage, _verify_each_pass(), tuple(check_after),
+            tuple(("python", s.name) if isinstance(s, PyPass) else s for s in steps))
+
+
+def _build_manager(steps: list[Step], stage: str, check_after: list[bool]
+                   ) -> tuple[passmanager.PassManager, _PythonPassHost]:
+    host = _PythonPassHost()
+    manager = passmanager.PassManager("builtin.module")
+    manager.enable_verifier(_verify_each_pass())
+    for index, step in enumerate(steps):
+        if isinstance(step, PyPass):
+            manager.add(host.callback(index, check_after[index]), name=step.name,
+                        argument=step.name, description=step.summary)
+        else:
+            _add_upstream(manager, step, stage)
+    return manager, host
 
 
 def _verify_each_pass() -> bool:

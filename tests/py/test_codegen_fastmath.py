@@ -17,9 +17,9 @@ def ulps(got, want64):
     return np.abs(got.astype(np.float64) - want64) / spacing
 
 
-# tanh: f32 arithmetic, within 1.5 ulp (the polynomial for |x| < 0.5625 within 0.6)
+# tanh: f32 arithmetic, within 2.5 ulp (1.5 above |x| = 0.35)
 @pytest.mark.parametrize("op,ref,max_ulp", [("stablehlo.exponential", np.exp, 2),
-                                            ("stablehlo.tanh", np.tanh, 1.5)])
+                                            ("stablehlo.tanh", np.tanh, 2.5)])
 def test_accuracy_over_range(op, ref, max_ulp):
     x = np.linspace(-110, 95, 400_001, dtype=np.float32)
     exe = kiln.compile(unary(op, f"tensor<{x.size}xf32>"))
@@ -49,8 +49,8 @@ def test_special_values(op, ref):
 
 def test_tanh_every_binade():
     """Every 4099th positive f32 bit pattern (all binades, subnormals too) with both signs.
-    Measured over EVERY f32 (a throwaway exhaustive run against float64 numpy): 1.4998 ulp at
-    most (0.7796 below |x| = 0.5625); tanh is odd to the bit."""
+    Measured over EVERY f32 (a throwaway exhaustive run against float64 numpy): 2.42 ulp at
+    most, below |x| = 0.35 (1.50 above); tanh is odd to the bit."""
     grid = np.arange(0, 0x7F800000, 4099, dtype=np.uint32).view(np.float32)
     x = np.concatenate([grid, -grid])
     exe = kiln.compile(unary("stablehlo.tanh", f"tensor<{x.size}xf32>"))
@@ -58,12 +58,31 @@ def test_tanh_every_binade():
     (got,) = exe(x)
     want = np.tanh(x.astype(np.float64))
     err = ulps(got, want)
-    assert err.max() < 1.5, (err.max(), x[err.argmax()])
-    small = np.abs(x) < 0.5625
-    assert err[small].max() < 0.8
+    assert err.max() < 2.5, (err.max(), x[err.argmax()])
+    large = np.abs(x) >= 0.35
+    assert err[large].max() < 1.5
     np.testing.assert_array_equal(got[grid.size:], -got[:grid.size])
     # results never leave [-1, 1]
     assert np.abs(got).max() == 1.0
+
+
+def test_tanh_dense_where_it_is_not_one():
+    """Every 127th f32 from 0 to 9.25, where tanh is not yet 1 (1.1e9 patterns: 8.7M checked,
+    against float64), and runs of consecutive patterns around the worst input and binade
+    edges."""
+    end = int(np.array(9.25, np.float32).view(np.uint32))
+    peaks = np.array([0.0077671753, 0.17, 0.35, 2.0, 4.0, 8.0], np.float32).view(np.uint32)
+    bits = np.concatenate([np.arange(0, end, 127, dtype=np.uint32)]
+                          + [np.arange(p - 20000, p + 20000, dtype=np.uint32) for p in peaks])
+    x = bits.view(np.float32)
+    exe = kiln.compile(unary("stablehlo.tanh", f"tensor<{x.size}xf32>"))
+    (got,) = exe(x)
+    err = ulps(got, np.tanh(x.astype(np.float64)))
+    assert err.max() < 2.5, (err.max(), x[err.argmax()])
+    assert err[x >= 0.35].max() < 1.5, x[x >= 0.35][err[x >= 0.35].argmax()]
+    # errors above 1 ulp are rare (measured: 2.9% of these inputs)
+    assert np.mean(err > 1.0) < 0.05
+    assert np.all(got <= 1.0)
 
 
 def test_f64_and_f16_keep_libm_precision():

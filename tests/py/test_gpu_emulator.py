@@ -134,13 +134,11 @@ def test_complex(rng):
     np.testing.assert_allclose(got, x * x + 1, rtol=1e-6)
 
 
-def test_host_control_flow_is_a_located_error(rng):
+def test_host_control_flow_runs(rng):
+    # a while on a predicate the device computes: the plan's while step (more in
+    # test_gpu_plan_control_flow.py)
     x = rng.standard_normal(16, np.float32)
-    with pytest.raises(KilnError) as info:
-        emulate(lambda x: jax.lax.while_loop(lambda v: v.sum() < 100, lambda v: v * 2 + 1, x), x)
-    error = info.value
-    assert "scf.while" in error.message and error.location and error.hint
-    assert "test_gpu_emulator.py" in error.location
+    check(lambda x: jax.lax.while_loop(lambda v: v.sum() < 100, lambda v: v * 2 + 1, x), x)
 
 
 def test_thunks_and_buffer_assignment(rng):
@@ -231,10 +229,12 @@ def test_block_reductions_run_as_fibers(rng, monkeypatch):
     assert "call i32 @kiln_emu_run_block" in retarget(bundle["llvm_ir"], bundle["kernels"])
 
 
-def test_column_reductions_keep_a_thread_per_column(rng):
+def test_column_reductions_tile_columns(rng):
+    # 32 columns a block, the 300 rows split over 8 rows of threads (lowering/gpu/columns.py)
     x = rng.standard_normal((300, 70), np.float32)
     exe = check(lambda x: x.sum(0), x, rtol=1e-4, atol=1e-4)
-    assert all("block=(256,1,1)" in t.name for t in exe.thunks() if t.kind == "kernel-launch")
+    assert any("grid=(3,1,1) block=(32,8,1)" in t.name
+               for t in exe.thunks() if t.kind == "kernel-launch")
 
 
 # -- what the GPU target cannot run yet: named before legalization -------------------------
@@ -253,22 +253,19 @@ def test_custom_calls_are_named_with_their_location():
         assert error.location.endswith(":2:8") and "target='cpu'" in error.hint
 
 
-def test_collectives_are_named_with_their_location():
-    program = """module @m attributes {mhlo.num_replicas = 2 : i32} {
-func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %y = "stablehlo.all_reduce"(%x) ({
-  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-    %s = stablehlo.add %a, %b : tensor<f32>
-    stablehlo.return %s : tensor<f32>
-  }) {replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+def test_host_transfers_are_named_with_their_location():
+    # collectives run host-staged (test_gpu_plan_collectives.py); host transfers do not
+    program = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %t = stablehlo.create_token : !stablehlo.token
+  %d, %t2 = "stablehlo.infeed"(%t) {infeed_config = ""} : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
+  %y = stablehlo.add %x, %d : tensor<4xf32>
   return %y : tensor<4xf32>
-}
 }"""
     with pytest.raises(KilnError) as info:
         kiln.compile(program, target="gpu-emulator")
     error = info.value
-    assert "'stablehlo.all_reduce' (collective)" in error.message
-    assert error.location.endswith(":3:8") and error.hint
+    assert "'stablehlo.infeed' (host transfer)" in error.message
+    assert error.location.endswith(":3:13") and error.hint
 
 
 def test_jax_custom_calls_lowered_to_ops_still_run(rng):

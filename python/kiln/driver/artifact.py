@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -26,20 +28,87 @@ MAGIC = b"KILNART1"
 @lru_cache(maxsize=None)
 def kiln_build() -> str:
     """Kiln's version and a digest of its code (Python sources and the native runtime): code
-    compiled by one build is only ever loaded by the same build."""
-    from ..native import runtime_library
+    compiled by one build is only ever loaded by the same build.
+
+    Reading and hashing every source costs a new process about 5-10 ms on its first compile,
+    so the digest is kept in the compile cache's directory under a fingerprint of the files'
+    names, sizes and modification times (`_fingerprint`), which costs a directory walk."""
     from ..version import __version__
+    files = _build_files()
+    fingerprint = _fingerprint(files)
+    digest = _remembered_build(fingerprint)
+    if digest is None:
+        digest = _digest_files(files)
+        _remember_build(fingerprint, digest)
+    return f"{__version__}+{digest}"
+
+
+def _build_files() -> list[tuple[str, Path]]:
+    """(name, path) of every file the build digest covers, in digest order: each package
+    root's Python sources (sorted as paths), then the native runtime library."""
+    from ..native import runtime_library
     package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
+    files = []
     for root in sorted({package, *(Path(m.__file__).resolve().parent for m in _subpackages())}):
-        for path in sorted(root.rglob("*.py")):
-            digest.update(str(path.relative_to(root)).encode())
-            digest.update(path.read_bytes())
+        found = []
+        for directory, subdirectories, names in os.walk(root):
+            subdirectories[:] = [d for d in subdirectories if d != "__pycache__"]
+            found += [Path(directory) / n for n in names if n.endswith(".py")]
+        files += [(str(p.relative_to(root)), p) for p in sorted(found)]
     try:
-        digest.update(runtime_library().read_bytes())
+        files.append(("", runtime_library()))
     except KilnError:
         pass
-    return f"{__version__}+{digest.hexdigest()[:16]}"
+    return files
+
+
+def _digest_files(files: list[tuple[str, Path]]) -> str:
+    digest = hashlib.sha256()
+    for name, path in files:
+        if name:  # the runtime library is hashed by content only
+            digest.update(name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _fingerprint(files: list[tuple[str, Path]]) -> str:
+    digest = hashlib.sha256()
+    for _, path in files:
+        info = path.stat()
+        digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ino}\n".encode())
+    return digest.hexdigest()
+
+
+_BUILD_FILE = "build-id.json"
+
+
+def _remembered_build(fingerprint: str) -> str | None:
+    from .cache_dir import directory
+    root = directory()
+    if root is None:
+        return None
+    try:
+        entry = json.loads((root / _BUILD_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    found = entry.get(fingerprint) if isinstance(entry, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _remember_build(fingerprint: str, digest: str) -> None:
+    """Best effort, like the compile cache: a private file renamed into place."""
+    from .cache_dir import directory
+    root = directory()
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=root)
+        with os.fdopen(handle, "w") as out:
+            json.dump({fingerprint: digest}, out)
+        os.replace(temporary, root / _BUILD_FILE)
+    except OSError:
+        pass
 
 
 def _subpackages():

@@ -22,22 +22,13 @@ from pathlib import Path
 
 from ..errors import KilnError
 from .artifact import Artifact, kiln_build
+from .cache_dir import directory  # noqa: F401 - part of this module's interface
 from .compiler import CompileRequest
 
 SUFFIX = ".kart"
 _DEFAULT_MAX_MB = 2048
 # Options that change what a compile reports or writes, not its code.
 _REPORTING_OPTIONS = {"dump_dir", "dump_pass_regex", "timing", "progress", "isolate"}
-
-
-def directory() -> Path | None:
-    """The cache directory, or None when the cache is off."""
-    if os.environ.get("KILN_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
-        return None
-    if os.environ.get("KILN_CACHE_DIR"):
-        return Path(os.environ["KILN_CACHE_DIR"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "kiln"
 
 
 def max_bytes() -> int:
@@ -84,6 +75,8 @@ def _digest(described: dict, request, content: bytes) -> str | None:
     digest.update(json.dumps(host_cpu(), sort_keys=True).encode())
     # KILN_AMX=0 routes bf16/int8 products elsewhere when compiling (runtime/libraries.py)
     digest.update(os.environ.get("KILN_AMX", "").encode())
+    # LLVM's options change the code it emits (targets/llvm_options.py)
+    digest.update(os.environ.get("KILN_LLVM_OPTIONS", "").encode())
     digest.update(content)
     return digest.hexdigest()
 

@@ -175,6 +175,7 @@ def compile_artifact(request: CompileRequest, progress: ProgressHook | None = No
     if dumper:
         dumper.after_optimizations(module)
     _, _, results = signature(module, entry)
+    target.after_optimize(module)
     checks, user_results = read_checks(find_entry(module, entry))
     sources = read_result_sources(find_entry(module, entry)) or list(range(len(results)))
     if any(not r.is_static for r in results):

@@ -24,7 +24,7 @@ from ..runtime import checks as check_eval
 from ..runtime.dtypes import normalize_sub_byte
 from ..runtime.memref import TensorSpec
 from ..targets.base import Target
-from . import avals, calling, plan, result_memory
+from . import avals, calling, fast_call, plan, result_memory
 from .layouts import EntryLayouts
 from ..dumping import next_module_id
 from ..runtime.custom_call import REGISTRY
@@ -185,11 +185,19 @@ class Executable:
         return any(c.checks for c in self._cache.values())
 
     # -- calling -------------------------------------------------------------------------------
+    # The common case's call, once a call has shown it applies (driver/fast_call.py).
+    _fast = None
+
     @api_boundary
     def __call__(self, *args, **kwargs):
         """Run the program; raises CheckFailure if a `check.*` in it does not hold. Takes and
         returns what the calling convention says: the exported function's pytrees for JAX
         exports, else positional arrays in and a tuple of numpy arrays out."""
+        fast = self._fast
+        if fast is not None and not kwargs:
+            results = fast(args)
+            if results is not None:
+                return results
         tree = self.convention.in_tree
         if tree is None:
             if kwargs:
@@ -240,6 +248,8 @@ class Executable:
                     f"argument {index} of @{self.entry} is {int(arrays[index])}, but as a dimension "
                     f"argument (JAX shape polymorphism) it must be {value}, the size the other "
                     f"arguments' shapes give", hint="pass the matching size")
+        if self._fast is None and len(self._cache) == 1:
+            self._fast = fast_call.caller(self, compiled) or _general_only
         if self.num_devices > 1:
             return self._run_global(compiled, arrays)
         if compiled.uses_devices:  # infeed/outfeed, probes, or collectives among one device
@@ -424,6 +434,11 @@ class Executable:
     def _compile(self, shapes, want_plan: bool = False, module: ir.Module | None = None) -> Compiled:
         artifact = build.obtain(self._request(shapes, want_plan), module)
         return load_compiled(artifact, self.target, f"@{self.entry} of {self.filename}")
+
+
+def _general_only(args):
+    """The fast path of a program that always takes the general one."""
+    return None
 
 
 def _probed(check: dict) -> list:

@@ -11,7 +11,7 @@ frees by liveness at run time, like XLA's heap simulator frees after the last us
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from torch_mlir import ir
 
@@ -503,41 +503,143 @@ def _pack_saved(buffers: list[Buffer]) -> int:
 def from_gpu(gpu_plan: dict, num_results: int) -> tuple[BufferAssignment, ThunkSequence]:
     """The plan of a GPU program (lowering/gpu/host.py's JSON) in this data model: device
     buffers, and one `kernel-launch` thunk per launch named with its kernel, grid and block
-    (reads and writes from how the kernel uses each argument), `memcpy-d2d` per copy."""
+    (reads and writes from how the kernel uses each argument), `memcpy-d2d` per copy,
+    `custom-call` per custom call, `while` and `conditional` thunks holding their regions'
+    thunks. Launches and copies recorded in a command buffer stay thunks of their own, each
+    naming its command buffer; the text shows them under it, as XLA prints a command
+    buffer thunk."""
     params = gpu_plan["params"]
     first_output = len(params) - num_results
     buffers: dict[int, Buffer] = {}
-    steps = gpu_plan["steps"]
     for number, vid in enumerate(params):
         kind = "output" if number >= first_output else "parameter"
         buffers[vid] = Buffer(len(buffers), kind, f"%arg{number}", _gpu_type(gpu_plan, vid),
-                              gpu_plan["buffers"][str(vid)], (0, len(steps)), number)
-    for position, step in enumerate(steps):
-        if step["op"] in ("alloc", "upload"):
-            vid = step["id"]
-            buffers[vid] = Buffer(len(buffers), "temp" if step["op"] == "alloc" else "constant",
-                                  f"%{vid}", _gpu_type(gpu_plan, vid), step["bytes"],
-                                  (position, position))
-    thunks = []
+                              gpu_plan["buffers"][str(vid)], (0, 0), number)
+    reader = _GpuPlanReader(gpu_plan, buffers)
+    thunks = reader.steps(gpu_plan["steps"])
+    for b in buffers.values():
+        if b.kind in ("parameter", "output"):
+            b.live = (0, reader.position)
+    assignment = BufferAssignment(list(buffers.values()))
+    return assignment, GpuThunkSequence(thunks, assignment)
 
-    def use(vid: int, position: int) -> Buffer:
-        b = buffers[vid]
-        if b.kind == "temp":
-            b.live = (b.live[0], max(b.live[1], position))
+
+@dataclass
+class GpuThunk(Thunk):
+    command_buffer: str | None = None   # the command buffer recording this launch or copy
+
+    def describe(self, assignment: BufferAssignment, indent: str = "") -> list[str]:
+        lines = Thunk.describe(replace(self, nested=[]), assignment, indent)
+        for number, body in enumerate(self.nested):
+            lines.append(f"{indent}  region {number}:")
+            lines.extend(_describe_gpu(body, assignment, indent + "    "))
+        return lines
+
+
+class GpuThunkSequence(ThunkSequence):
+    def __str__(self) -> str:
+        return "\n".join(_describe_gpu(self, self.assignment, "")) + "\n"
+
+
+def _describe_gpu(thunks: list[Thunk], assignment: BufferAssignment, indent: str) -> list[str]:
+    """Thunks in order, the members of each command buffer indented under a line for it."""
+    lines, at = [], 0
+    while at < len(thunks):
+        group = getattr(thunks[at], "command_buffer", None)
+        if group is None:
+            lines.extend(thunks[at].describe(assignment, indent))
+            at += 1
+            continue
+        end = at
+        while end < len(thunks) and getattr(thunks[end], "command_buffer", None) == group:
+            end += 1
+        members = thunks[at:end]
+        head = GpuThunk("command-buffer", group, members[0].position,
+                        _unique(b for t in members for b in t.reads),
+                        _unique(b for t in members for b in t.writes))
+        lines.extend(head.describe(assignment, indent))
+        for thunk in members:
+            lines.extend(thunk.describe(assignment, indent + "  "))
+        at = end
+    return lines
+
+
+class _GpuPlanReader:
+    """The GPU plan's steps as thunks; positions count steps in program order."""
+
+    def __init__(self, gpu_plan: dict, buffers: dict[int, Buffer]):
+        self.plan, self.buffers = gpu_plan, buffers
+        self.bindings = {int(k): v for k, v in gpu_plan.get("bindings", {}).items()}
+        self.position = 0
+        self.counter = 0
+
+    def buffer(self, vid: int) -> Buffer | None:
+        """The buffer a value id lives in: a control-flow value's, its first incoming."""
+        seen = set()
+        while vid not in self.buffers and vid in self.bindings and vid not in seen:
+            seen.add(vid)
+            if not self.bindings[vid]:
+                return None
+            vid = self.bindings[vid][0]
+        b = self.buffers.get(vid)
+        if b is not None and b.kind == "temp":
+            b.live = (b.live[0], max(b.live[1], self.position))
         return b
-    for position, step in enumerate(steps):
-        if step["op"] == "copy":
-            thunks.append(Thunk("memcpy-d2d", "copy", position, [use(step["src"], position)],
-                                [use(step["dst"], position)]))
-        elif step["op"] == "launch":
+
+    def use(self, vids) -> list[Buffer]:
+        return _unique(b for b in map(self.buffer, vids) if b is not None)
+
+    def steps(self, steps: list[dict], command_buffer: str | None = None) -> list[Thunk]:
+        thunks = []
+        for step in steps:
+            self.position += 1
+            thunk = self.step(step, command_buffer)
+            if isinstance(thunk, list):
+                thunks.extend(thunk)
+            elif thunk is not None:
+                thunks.append(thunk)
+        return thunks
+
+    def step(self, step: dict, command_buffer: str | None):
+        op, position = step["op"], self.position
+        if op in ("alloc", "upload"):
+            vid = step["id"]
+            self.buffers[vid] = Buffer(len(self.buffers), "temp" if op == "alloc" else "constant",
+                                       f"%{vid}", _gpu_type(self.plan, vid), step["bytes"],
+                                       (position, position))
+        elif op == "copy":
+            return GpuThunk("memcpy-d2d", "copy", position, self.use([step["src"]]),
+                            self.use([step["dst"]]), command_buffer=command_buffer)
+        elif op == "launch":
             memrefs = [a for a in step["args"] if a["kind"] == "memref"]
-            reads = _unique([use(a["root"], position) for a in memrefs if "r" in a["access"]])
-            writes = _unique([use(a["root"], position) for a in memrefs if "w" in a["access"]])
             name = (f"{step['kernel']} grid=({','.join(map(str, step['grid']))}) "
                     f"block=({','.join(map(str, step['block']))})")
-            thunks.append(Thunk("kernel-launch", name, position, reads, writes))
-    assignment = BufferAssignment(list(buffers.values()))
-    return assignment, ThunkSequence(thunks, assignment)
+            return GpuThunk("kernel-launch", name, position,
+                            self.use(a["root"] for a in memrefs if "r" in a["access"]),
+                            self.use(a["root"] for a in memrefs if "w" in a["access"]),
+                            command_buffer=command_buffer)
+        elif op == "download":
+            return GpuThunk("memcpy-d2h", f"%{step['id']}", position, self.use([step["src"]]))
+        elif op == "custom-call":
+            return GpuThunk("custom-call", step["target"], position,
+                            self.use(b["root"] for b in step["operands"]),
+                            self.use(b["root"] for b in step["results"]), target=step["target"])
+        elif op == "command-buffer":
+            self.counter += 1
+            return self.steps(step["steps"], f"command_buffer.{self.counter}")
+        elif op in ("while", "for", "if", "switch"):
+            self.counter += 1
+            kind = "while" if op in ("while", "for") else "conditional"
+            thunk = GpuThunk(kind, f"{kind}.{self.counter}", position)
+            regions = {"while": lambda: [step["before"], step["after"]],
+                       "for": lambda: [step["body"]]}.get(op, lambda: step["regions"])()
+            thunk.nested = [self.steps(region["steps"]) for region in regions]
+            for body in thunk.nested:
+                for inner in body:
+                    thunk.reads += [b for b in inner.reads if b not in thunk.reads]
+                    thunk.writes += [b for b in inner.writes if b not in thunk.writes]
+            return thunk
+        return None
 
 
 def _gpu_type(gpu_plan: dict, vid: int) -> str:

@@ -1,8 +1,10 @@
 """The plan's device runtime on a real NVIDIA GPU, over the CUDA driver API (cuda-python's
 `cuda.bindings.driver`): the primary context of device 0, one stream, the program's cubin
 loaded with cuModuleLoadData, device buffers from cuMemAlloc, host<->device copies at the
-entry boundary and cuLaunchKernel with parameters as an array of pointers to values, the
-convention the emulator (runtime/gpu_emulator.py) mirrors.
+entry boundary (and of the scalars host control flow reads), cuLaunchKernel with parameters
+as an array of pointers to values, the convention the emulator (runtime/gpu_emulator.py)
+mirrors, and command buffers as CUDA graphs: the stream captured once
+(cuStreamBeginCapture/cuStreamEndCapture, cuGraphInstantiate), then cuGraphLaunch.
 
 Without a driver or a device, making a `CudaRuntime` raises a one-line KilnError
 ("no CUDA device: ..."); nothing else in Kiln needs one.
@@ -114,6 +116,29 @@ class CudaRuntime(DeviceRuntime):
 
     def synchronize(self) -> None:
         self._check(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
+
+    def stream_handle(self) -> int:
+        return int(self.stream)
+
+    # -- command buffers: the stream's launches and copies captured as a CUDA graph -------
+    can_capture = True
+
+    def begin_capture(self) -> None:
+        mode = self.cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._check(self.cu.cuStreamBeginCapture(self.stream, mode), "cuStreamBeginCapture")
+
+    def end_capture(self):
+        """The captured graph, instantiated: (graph, executable graph)."""
+        graph = self._check(self.cu.cuStreamEndCapture(self.stream), "cuStreamEndCapture")
+        return graph, self._check(self.cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+
+    def launch_graph(self, graph) -> None:
+        self._check(self.cu.cuGraphLaunch(graph[1], self.stream), "cuGraphLaunch")
+
+    def release_graph(self, graph) -> None:
+        self.synchronize()   # it may still run
+        self._check(self.cu.cuGraphExecDestroy(graph[1]), "cuGraphExecDestroy")
+        self._check(self.cu.cuGraphDestroy(graph[0]), "cuGraphDestroy")
 
 
 def _name(cu, err) -> str:

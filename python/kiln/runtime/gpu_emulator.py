@@ -19,7 +19,11 @@ Retargeting keeps the kernels' code and changes only what names the hardware:
   A kernel without barriers or warp operations runs its threads one after another (the fast
   path); the others run each block's threads as fibers that switch at those calls.
 
-Device memory is host memory; copies are memmoves; launches are synchronous.
+Device memory is host memory; copies are memmoves; launches are synchronous. A GPU custom
+call runs on the CPU too: its target gets the null stream (there is no CUstream) and the
+buffers' device pointers, which are host addresses here, so a C target built for the host
+runs and can be checked. Command buffers are recorded as lists of launches and copies
+(with the parameter values of the recording) and replayed from them.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import ctypes.util
 import functools
 import os
 import re
+import threading
 
 import numpy as np
 
@@ -361,6 +366,9 @@ class _Loaded:
         self.engine, self.module = engine, module
 
 
+# One kernel at a time in the process: the devices of a multi-device run are threads, and
+# the fibers' runtime (kiln_gpu_fibers.c) runs one block's threads at a time.
+_LAUNCHES = threading.Lock()
 _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, *([ctypes.c_uint32] * 6))
 
 
@@ -371,9 +379,20 @@ class _Kernel:
         self.name, self.call = name, _LAUNCH(address)
 
 
+class _Recording:
+    """A command buffer in the emulator: the launches and copies recorded, with the
+    parameter values they were recorded with, replayed in order by launch_graph."""
+
+    def __init__(self):
+        self.commands: list[tuple] = []
+
+
 class EmulatorRuntime(DeviceRuntime):
+    can_capture = True
+
     def __init__(self):
         self._memory: dict[int, np.ndarray] = {}
+        self._recording: _Recording | None = None
 
     def load(self, bundle: dict):
         llvm = _llvm()
@@ -415,9 +434,42 @@ class EmulatorRuntime(DeviceRuntime):
         ctypes.memmove(host.ctypes.data, pointer, host.nbytes)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
+        if self._recording is not None:
+            self._recording.commands.append(("copy", dst, src, nbytes))
+            return
         ctypes.memmove(dst, src, nbytes)
 
+    # -- command buffers: recorded, not run, between begin_capture and end_capture ----------
+    def begin_capture(self) -> None:
+        if self._recording is not None:
+            raise KilnError("a command buffer is already being recorded")
+        self._recording = _Recording()
+
+    def end_capture(self) -> _Recording:
+        recording, self._recording = self._recording, None
+        return recording
+
+    def launch_graph(self, graph: _Recording) -> None:
+        for command in graph.commands:
+            if command[0] == "copy":
+                ctypes.memmove(*command[1:])
+            else:
+                self._run_kernel(*command[1:])
+
     def launch(self, function, grid, block, shared_bytes: int, params: list) -> None:
+        if self._recording is not None:
+            # the values are copied now, as cuLaunchKernel copies them when captured
+            copies = [type(p).from_buffer_copy(p) for p in params]
+            self._recording.commands.append(("launch", function, grid, block, shared_bytes,
+                                             copies))
+            return
+        self._run_kernel(function, grid, block, shared_bytes, params)
+
+    def _run_kernel(self, function, grid, block, shared_bytes: int, params: list) -> None:
+        with _LAUNCHES:
+            self._run_kernel_alone(function, grid, block, shared_bytes, params)
+
+    def _run_kernel_alone(self, function, grid, block, shared_bytes: int, params: list) -> None:
         if shared_bytes:
             raise KilnError("the GPU emulator cannot run kernels with dynamic shared memory",
                             hint=_HINT)

@@ -87,6 +87,10 @@ class Target:
                       + as_steps(extra.get(s.name, []), entry))
                 for s in self.pipeline]
 
+    def after_optimize(self, module: ir.Module) -> None:
+        """Called with the program's StableHLO after the `optimize` stage (its shapes final):
+        decisions the target takes on the whole program go on the module as attributes."""
+
     def emit(self, module: ir.Module, entry: str) -> CompiledCode:
         """Compile the fully lowered module into code that can leave this process."""
         raise NotImplementedError

@@ -126,6 +126,26 @@ class CpuTarget(Target):
         ]),
     ]
 
+    def after_optimize(self, module: ir.Module) -> None:
+        """Small programs are compiled at a lower LLVM level (targets/small_programs.py),
+        unless the `opt_level` option says which."""
+        from .small_programs import OPT_LEVEL_ATTR, SMALL_OPT_LEVEL, is_small
+        if "opt_level" not in self.options and is_small(module):
+            with module.context:
+                module.operation.attributes[OPT_LEVEL_ATTR] = ir.IntegerAttr.get(
+                    ir.IntegerType.get_signless(64), SMALL_OPT_LEVEL)
+
+    def opt_level(self, module: ir.Module) -> int:
+        """LLVM's optimization level for `module`: the option, else what `after_optimize`
+        decided, else O2 (O3's extra unrolling tripled LLVM's time on attention-sized
+        programs and made no measured program faster: kiln bench --opt-level 3 compares)."""
+        from .small_programs import OPT_LEVEL_ATTR
+        if "opt_level" in self.options:
+            return int(self.options["opt_level"])
+        if OPT_LEVEL_ATTR in module.operation.attributes:
+            return ir.IntegerAttr(module.operation.attributes[OPT_LEVEL_ATTR]).value
+        return 2
+
     def emit(self, module: ir.Module, entry: str) -> CompiledCode:
         """LLVM-compile the lowered module (in the compiling process: a worker, usually) into
         relocatable object code for this CPU."""
@@ -133,14 +153,14 @@ class CpuTarget(Target):
         from torch_mlir.execution_engine import ExecutionEngine
         from ..lowering.trust import check_lowered, external_functions
         from ..runtime.libraries import jit_symbols
+        from .llvm_options import apply as apply_llvm_options
+        apply_llvm_options()
         library_symbols = jit_symbols()
         with module.context:
             check_lowered(module, frozenset(library_symbols))  # the trust boundary's far end
             externals = external_functions(module)
         try:
-            # O2: O3's extra unrolling tripled LLVM's time on attention-sized programs and
-            # made no measured program faster (kiln bench --opt-level 3 compares).
-            engine = ExecutionEngine(module, opt_level=int(self.options.get("opt_level", 2)),
+            engine = ExecutionEngine(module, opt_level=self.opt_level(module),
                                      shared_libs=[str(p) for p in native.runtime_libraries()])
         except RuntimeError as exc:
             raise KilnError(f"LLVM could not compile @{entry}: {exc}",

@@ -11,7 +11,8 @@ lowerings, imported from targets/cpu.py):
   block size, mapping to blocks/threads, gpu.launch, kernel outlining (lowering/gpu/loops.py);
 - nvvm: the kernels' gpu.modules -> LLVM dialect with NVVM intrinsics;
 - lower: the host function checked to be what the plan runs (lowering/gpu/host.py);
-then `emit`: the plan (allocations, uploads, copies, launches) read off the host function,
+then `emit`: the plan (allocations, uploads, copies, launches, custom calls, host control
+flow, command buffers) read off the host function,
 the kernels' LLVM IR, PTX (llvmlite + libdevice, one module holding every kernel) and a cubin
 from ptxas for `gpu_arch`.
 
@@ -46,6 +47,9 @@ def _legalize_stage() -> Stage:
     steps = list(stage.steps)
     at = next(i for i, s in enumerate(steps) if str(s) == "kiln-lower-jax-custom-calls")
     steps.insert(at + 1, "kiln-gpu-check-supported")
+    # sorts and scatters as parallel kernels, before the shared (serial) lowerings
+    at = next(i for i, s in enumerate(steps) if str(s) == "kiln-lower-scatter")
+    steps[at:at] = ["kiln-gpu-parallel-scatter", "kiln-gpu-bitonic-sort"]
     return Stage(stage.name, stage.doc, steps)
 
 
@@ -78,9 +82,14 @@ def gpu_stages(arch: str) -> list[Stage]:
             "linalg-generalize-named-ops",
             "kiln-gpu-order-dimensions",      # contiguous dimension on threadIdx.x
             "kiln-gpu-split-reductions",      # reductions to a scalar: two phases
+            "kiln-gpu-tiled-products",        # contractions: 64x64 tiles, K staged in shared
             "kiln-gpu-block-reductions",      # rows: a block each, shuffles + shared memory
+            "kiln-gpu-column-reductions",     # columns: 32 a block, partials in shared memory
+            "kiln-gpu-tiled-transposes",      # moved contiguous dim: 32x33 tiles in shared
             "func.func(convert-linalg-to-parallel-loops)",
-            "kiln-gpu-serial-kernels",        # no buffer work left on the host
+            # no buffer work left on the host but while/if/case steering kernels (the plan
+            # runs them; lowering/gpu/control_flow.py)
+            "kiln-gpu-serial-kernels",
             # constant bounds inside tiles (the launch's block size); no canonicalize here:
             # it would merge the tiles back into one loop
             f"func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={BLOCK_SIZE} "

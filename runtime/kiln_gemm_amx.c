@@ -527,9 +527,10 @@ static void schedule_body(void* ctx, int64_t begin, int64_t end) {
 /* ---- entry ---------------------------------------------------------------------------- */
 
 /* Products below this many multiply-adds (about 320^3) run on the calling thread: the
- * pool's hand-off (waking a thread, and waiting for it to have woken even when the caller
- * did all the work) costs more than it saves. (Measured on 2 cores: one thread was as fast
- * as two up to 384^3 on a busy machine; 2^21 was the former threshold.) */
+ * pool's hand-off (waking a thread) costs more than it saves. (Measured on 2 cores, with a
+ * former pool whose caller also waited for the woken thread: one thread was as fast as two
+ * up to 384^3 on a busy machine; 2^21 was the former threshold. The pool no longer waits
+ * for a worker to wake (kiln_parallel.c); this limit has not been measured again since.) */
 #define PARALLEL_MACS (1 << 25)
 /* The most K tiles per pass over a block, so that its A panel (2 KiB per K tile) stays in
  * L1 while the chunk's N blocks use it (measured at 768^3: 12 for 8-bit, 8 for bf16). */

@@ -6,13 +6,16 @@ Python dispatch, the argument checks) is far larger. Compiling such a program at
 costs it 20-40 ms, most of the compile, which makes JAX's test-sized programs compile slower
 than XLA does, so the CPU target compiles it at `SMALL_OPT_LEVEL` instead (targets/cpu.py).
 Measured on the 35 JAX test programs (`kiln bench --compile-time`): LLVM's time went from
-43 to 21 ms a program, and a call took the same time at O0 and O2 (within the noise of a
-~100 us call). An explicit `opt_level=` option always wins.
+43 to 21 ms a program. O0 code is slower, though, and a call costs only about 5 us, so the
+limit (SMALL_WORK) bounds what a small program can lose to about 3 us a call: a cliff
+against XLA's ~7 us calls otherwise (tanh of 8192 floats: 27 us at O0, 7 us at O2). An
+explicit `opt_level=` option always wins.
 
 The estimate (`work`) is read on the StableHLO after the `optimize` stage: the elements each
-op reads or writes, products and convolutions times their contraction, sorts times log n,
-ops with bodies (reduce, map...) times the body's size. Loops whose trip count is data
-(`while`) make a program not small, whatever its shapes.
+op reads or writes, products and convolutions times their contraction unless they become
+BLAS calls (float products of at least blas.MIN_MACS multiply-adds), transcendental functions
+times 4, sorts times log n, ops with bodies (reduce, map...) times the body's size. Loops
+whose trip count is data (`while`) make a program not small, whatever its shapes.
 """
 from __future__ import annotations
 
@@ -20,14 +23,16 @@ import math
 
 from torch_mlir import ir
 
+from ..lowering.codegen import blas
+
 # Element-ops: at most a few microseconds of scalar code at -O0. Measured (2026-11-23): O0 code
-# costs about 0.8 ns more per element-op than O2's, and a transcendental function about 2.5 ns
+# costs about 0.8 ns more per element-op than O2's, and a transcendental function about 2.5-3 ns
 # more, so the limit keeps the loss under about 3 us a call (a call's own cost is about 5 us,
 # XLA's 7 us): tanh of 8192 floats took 27 us at O0 against 7 us at O2 and was not small.
 SMALL_WORK = 1 << 12
 # What one element of these costs at O0, in element-ops: polynomial approximations
 # (lowering/codegen/fastmath.py, f64math.py) that O2 vectorizes.
-_TRANSCENDENTAL_COST = 3
+_TRANSCENDENTAL_COST = 4
 _TRANSCENDENTAL = frozenset(f"stablehlo.{name}" for name in (
     "exponential", "exponential_minus_one", "log", "log_plus_one", "logistic", "tanh", "sine",
     "cosine", "tan", "atan2", "power", "cbrt")) | frozenset(
@@ -72,9 +77,11 @@ def _op_work(op: ir.Operation, limit: int) -> int:
         return work(op, limit)
     size = _largest(op)
     if name == "stablehlo.dot_general":
-        size *= _contraction(op)
+        if not _on_blas(op, size * _contraction(op), blas.MIN_MACS):
+            size *= _contraction(op)
     elif name == "stablehlo.convolution":
-        size *= _window_reads(op)
+        if not _on_blas(op, size * _window_reads(op), blas.MIN_CONV_MACS):
+            size *= _window_reads(op)
     elif name in ("stablehlo.sort", "stablehlo.fft"):
         size *= max(1, math.ceil(math.log2(max(2, size))))
     elif name in ("stablehlo.reduce_window", "stablehlo.select_and_scatter"):
@@ -83,6 +90,13 @@ def _op_work(op: ir.Operation, limit: int) -> int:
         size *= _TRANSCENDENTAL_COST
     body = sum(_body_ops(r) for r in op.regions)
     return size * max(1, body)
+
+
+def _on_blas(op: ir.Operation, macs: int, minimum: int) -> bool:
+    """Whether the codegen stage makes this product a BLAS call (lowering/codegen/blas.py):
+    then LLVM's level does not change its speed, and only its output counts."""
+    element = str(ir.ShapedType(op.results[0].type).element_type)
+    return macs >= minimum and element in ("f32", "f64", "complex<f32>", "complex<f64>")
 
 
 def _body_ops(region: ir.Region) -> int:

@@ -28,31 +28,20 @@ from dataclasses import dataclass
 
 from torch_mlir import ir
 from torch_mlir.dialects import arith, gpu, memref, scf
-# the generated builder: gpu.LaunchOp's wrapper takes no memory attributions
-from torch_mlir.dialects._gpu_ops_gen import LaunchOp as _LaunchOp
 
 from ..codegen.builders import indices_of, uses_dim
 from ..ir_util import clone_ops
+from .kernel_ir import Launch, c, rewrite_generics, workgroup_memref
 
 WARP = 32
 MAX_BLOCK = 256
 
 
 def block_reductions(module: ir.Module) -> None:
-    todo = []
-
-    def visit(op):
-        op = op.operation
-        if op.name == "linalg.generic":
-            plan = _plan(op)
-            if plan is not None:
-                todo.append((op, plan))
-        return ir.WalkResult.ADVANCE
-    module.operation.walk(visit)
-    for op, plan in todo:
-        with ir.InsertionPoint(op), op.location:
-            _emit(op, plan)
-        op.erase()
+    def plan(op: ir.Operation):
+        body = _plan(op)
+        return None if body is None else (op, body)
+    rewrite_generics(module, plan, lambda found: _emit(*found))
 
 
 @dataclass
@@ -175,14 +164,6 @@ def split_body(op, extents, n_ins) -> ReductionBody | None:
 
 # -- emission -----------------------------------------------------------------------------
 
-def _index_type():
-    return ir.IndexType.get()
-
-
-def _c(n: int) -> ir.Value:
-    return arith.constant(_index_type(), n)
-
-
 class Packing:
     """A value of the accumulator's type as 32 or 64 bits, for shuffles and shared memory."""
 
@@ -238,34 +219,26 @@ def _emit(op: ir.Operation, plan: ReductionBody) -> None:
     shared = block_per_row and warps > 1
     packing = Packing(plan.acc.type)
     i32 = ir.IntegerType.get_signless(32)
-    attributions = []
-    if shared:
-        # the bindings have no builder for the address-space attribute
-        workgroup = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        attributions = [ir.MemRefType.get([warps], packing.packed, memory_space=workgroup),
-                        ir.MemRefType.get([warps], i32, memory_space=workgroup)]
-    one = _c(1)
-    launch = _LaunchOp(None, [], _c(blocks), one, one, _c(threads), one, one,
-                       workgroup_attributions=len(attributions))
-    body = launch.regions[0].blocks.append(*([_index_type()] * 12), *attributions)
-    block_id, thread_id = body.arguments[0], body.arguments[3]
-    with ir.InsertionPoint(body):
+    attributions = [workgroup_memref([warps], packing.packed),
+                    workgroup_memref([warps], i32)] if shared else []
+    with Launch((blocks, 1, 1), (threads, 1, 1), attributions) as launch:
+        block_id, thread_id = launch.block_id[0], launch.thread_id[0]
         constants: dict = {}
         clone_ops(plan.constant_ops, constants, ir.InsertionPoint.current)
         if block_per_row:
             row, position = block_id, thread_id
-            has = arith.cmpi(arith.CmpIPredicate.ult, position, _c(length))
+            has = arith.cmpi(arith.CmpIPredicate.ult, position, c(length))
         else:
-            row = arith.addi(arith.muli(block_id, _c(rows_per_block)),
-                             arith.divui(thread_id, _c(segment)))
-            position = arith.remui(thread_id, _c(segment))
-            has = arith.andi(arith.cmpi(arith.CmpIPredicate.ult, row, _c(rows)),
-                             arith.cmpi(arith.CmpIPredicate.ult, position, _c(length)))
+            row = arith.addi(arith.muli(block_id, c(rows_per_block)),
+                             arith.divui(thread_id, c(segment)))
+            position = arith.remui(thread_id, c(segment))
+            has = arith.andi(arith.cmpi(arith.CmpIPredicate.ult, row, c(rows)),
+                             arith.cmpi(arith.CmpIPredicate.ult, position, c(length)))
         # the output element's indices from the row's linear index
         outer, rest = [], row
         for n in reversed(extents[:-1]):
-            outer.insert(0, arith.remui(rest, _c(n)))
-            rest = arith.divui(rest, _c(n))
+            outer.insert(0, arith.remui(rest, c(n)))
+            rest = arith.divui(rest, c(n))
 
         def element(j: ir.Value) -> ir.Value:
             ivs = outer + [j]
@@ -294,29 +267,29 @@ def _emit(op: ir.Operation, plan: ReductionBody) -> None:
             scf.YieldOp([packing.zero()])
         partial = first.results[0]
         if block_per_row and length > threads:
-            loop = scf.ForOp(arith.addi(position, _c(threads)), _c(length), _c(threads),
+            loop = scf.ForOp(arith.addi(position, c(threads)), c(length), c(threads),
                              [partial])
             with ir.InsertionPoint(loop.body):
                 scf.YieldOp([combine(element(loop.induction_variable),
                                      loop.inner_iter_args[0])])
             partial = loop.results[0]
         partial, valid = _warp_reduce(partial, has, packing, combine, segment)
-        lane = arith.remui(thread_id, _c(WARP))
-        leader = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(lane, _c(segment))
-                            if segment < WARP else lane, _c(0))
+        lane = arith.remui(thread_id, c(WARP))
+        leader = arith.cmpi(arith.CmpIPredicate.eq, arith.remui(lane, c(segment))
+                            if segment < WARP else lane, c(0))
         if shared:
             # 3. one partial per warp through shared memory, combined by warp 0
-            values_smem, flags_smem = body.arguments[12], body.arguments[13]
-            warp = arith.divui(thread_id, _c(WARP))
+            values_smem, flags_smem = launch.shared
+            warp = arith.divui(thread_id, c(WARP))
             store = scf.IfOp(leader)
             with ir.InsertionPoint(store.then_block):
                 memref.store(packing.pack(partial), values_smem, [warp])
                 memref.store(arith.extui(i32, valid), flags_smem, [warp])
                 scf.YieldOp([])
             gpu.barrier()
-            first_warp = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, warp, _c(0)))
+            first_warp = scf.IfOp(arith.cmpi(arith.CmpIPredicate.eq, warp, c(0)))
             with ir.InsertionPoint(first_warp.then_block):
-                present = arith.cmpi(arith.CmpIPredicate.ult, lane, _c(warps))
+                present = arith.cmpi(arith.CmpIPredicate.ult, lane, c(warps))
                 read = scf.IfOp(present, [plan.acc.type, ir.IntegerType.get_signless(1)],
                                 has_else=True)
                 with ir.InsertionPoint(read.then_block):
@@ -332,14 +305,13 @@ def _emit(op: ir.Operation, plan: ReductionBody) -> None:
                 scf.YieldOp([])
         else:
             _write(plan, maps, operands, outer, leader, partial, valid, combine)
-        gpu.TerminatorOp()
 
 
 def _write(plan, maps, operands, outer, lane0, value, valid, combine) -> None:
     """Lane 0: output element = combine(value, output element), if value holds elements."""
     write = scf.IfOp(arith.andi(lane0, valid))
     with ir.InsertionPoint(write.then_block):
-        place = indices_of(maps[-1], outer + [_c(0)])
+        place = indices_of(maps[-1], outer + [c(0)])
         old = memref.load(operands[-1], place)
         memref.store(combine(value, old), operands[-1], place)
         scf.YieldOp([])

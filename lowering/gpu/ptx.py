@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...errors import KilnError
+from ..llvm_text import for_older_llvm
 
 TRIPLE = "nvptx64-nvidia-cuda"
 ARCHITECTURES = ("sm_80", "sm_86", "sm_89", "sm_90")
@@ -104,76 +105,9 @@ def device_llvm_ir(module: ir.Module) -> str:
     with module.context, ir.Location.unknown():
         device = ir.Module.parse("module {\n" + "\n".join(parts) + "\n}")
         llvm_module = llvm_dialect.translate_module_to_llvmir(device.operation)
-    text = _older_float_literals(str(llvm_module))
+    text = for_older_llvm(str(llvm_module))
     check_device_calls(text)
     return re.sub(r'^target triple = .*$', "", text, flags=re.M)
-
-
-# MLIR's LLVM prints infinities and NaNs as `+inf`/`-inf`/`+qnan`, which llvmlite's older
-# LLVM cannot read: the hexadecimal forms every LLVM reads (by the line's float type).
-_SPECIAL = re.compile(r"(?<![\w.%@])([+-])?(inf|qnan)\b")
-_HEX = {"double": {"+inf": "0x7FF0000000000000", "-inf": "0xFFF0000000000000",
-                   "+qnan": "0x7FF8000000000000", "-qnan": "0xFFF8000000000000"},
-        "half": {"+inf": "0xH7C00", "-inf": "0xHFC00", "+qnan": "0xH7E00", "-qnan": "0xHFE00"},
-        "bfloat": {"+inf": "0xR7F80", "-inf": "0xRFF80", "+qnan": "0xR7FC0", "-qnan": "0xRFFC0"}}
-
-
-_BITS = re.compile(r"\bf0x([0-9A-Fa-f]+)\b")  # newer LLVM: a float's raw bits
-
-
-def _from_bits(match, kind: str) -> str:
-    import struct
-    digits = match.group(1)
-    if len(digits) == 8:  # f32 bits: written as the double of the same value
-        value = struct.unpack("<f", int(digits, 16).to_bytes(4, "little"))[0]
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
-    if len(digits) == 4:
-        return ("0xR" if kind == "bfloat" else "0xH") + digits.upper()
-    return "0x" + digits.upper()
-
-
-_TYPED_LITERAL = re.compile(r"\b(float|double|half|bfloat)\b|(?<![\w.%@])([-+]?\d+\.\d+e[-+]?\d+)")
-
-
-def _exact_decimals(line: str) -> str:
-    """Decimal constants of f32/f16/bf16 values in hexadecimal: newer LLVM prints the
-    shortest decimal (6.168500e-01), which older LLVM rejects unless exact in double."""
-    import struct
-    out, last, kind = [], 0, None
-    for m in _TYPED_LITERAL.finditer(line):
-        if m.group(1):
-            kind = m.group(1)
-            continue
-        if kind in (None, "double"):
-            continue
-        value = float(m.group(2))
-        if kind == "float":
-            value = struct.unpack("<f", struct.pack("<f", value))[0]
-            text = "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
-        else:
-            import numpy as np
-            import ml_dtypes
-            dtype = np.float16 if kind == "half" else ml_dtypes.bfloat16
-            bits = int(np.array(value, dtype).view(np.uint16))
-            text = ("0xH" if kind == "half" else "0xR") + "%04X" % bits
-        out.append(line[last:m.start(2)] + text)
-        last = m.end(2)
-    return "".join(out) + line[last:]
-
-
-def _older_float_literals(text: str) -> str:
-    def line(match_line: str) -> str:
-        if "e-" in match_line or "e+" in match_line:
-            match_line = _exact_decimals(match_line)
-        if "f0x" in match_line:
-            kind = "bfloat" if " bfloat" in match_line else "other"
-            match_line = _BITS.sub(lambda m: _from_bits(m, kind), match_line)
-        if not _SPECIAL.search(match_line):
-            return match_line
-        kind = "half" if " half" in match_line else "bfloat" if " bfloat" in match_line \
-            else "double"  # float and double literals are both written as doubles
-        return _SPECIAL.sub(lambda m: _HEX[kind][(m.group(1) or "+") + m.group(2)], match_line)
-    return "\n".join(line(x) for x in text.split("\n"))
 
 
 _DECLARE = re.compile(r"^declare [^@\n]*@([\w.$]+)\(", re.M)

@@ -1,6 +1,7 @@
 """Compile-time savings that must not change what is compiled: pass managers reused within one
-context (pipeline.py), small programs compiled at a lower LLVM level
-(targets/small_programs.py), and LLVM's own options (targets/llvm_options.py)."""
+context (pipeline.py), small programs compiled at a lower LLVM level and tiny ones by LLVM's
+quick code generation (targets/small_programs.py, quick_codegen.py), compile workers'
+rehearsals (driver/rehearsal.py), and LLVM's own options (targets/llvm_options.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,9 @@ from kiln.lowering import Pipeline
 from kiln.pipeline import _reused, reuse_pass_managers
 from kiln.targets import llvm_options
 from kiln.targets.cpu import CpuTarget
-from kiln.targets.small_programs import OPT_LEVEL_ATTR, SMALL_OPT_LEVEL, is_small
+from kiln.targets import quick_codegen
+from kiln.targets.small_programs import (OPT_LEVEL_ATTR, QUICK_CODEGEN_ATTR, SMALL_OPT_LEVEL,
+                                         TINY_WORK, is_small, known_work)
 
 ADD = """func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
   %0 = stablehlo.add %a, %b : tensor<4xf32>
@@ -79,7 +82,36 @@ def test_a_small_program_compiles_at_the_small_level_unless_the_option_says():
     assert target.opt_level(big) == 2
 
 
-@pytest.mark.parametrize("options", [{}, {"opt_level": 2}])
+def test_tiny_programs_also_get_quick_code_generation(monkeypatch):
+    tiny, small = parse(ADD), parse(ADD.replace("4xf32", "2048xf32"))
+    assert known_work(tiny) <= TINY_WORK < known_work(small)
+    target = CpuTarget()
+    for module in (tiny, small):
+        target.after_optimize(module)
+        assert target.opt_level(module) == SMALL_OPT_LEVEL
+    assert QUICK_CODEGEN_ATTR in tiny.operation.attributes and target.quick_codegen(tiny)
+    assert QUICK_CODEGEN_ATTR not in small.operation.attributes and not target.quick_codegen(small)
+    # opt_level=0 is LLVM's O0 throughout, as clang's -O0; any other level never is.
+    assert CpuTarget(opt_level=0).quick_codegen(small)
+    assert not CpuTarget(opt_level=1).quick_codegen(tiny)
+    monkeypatch.setenv("KILN_QUICK_CODEGEN", "0")  # to compare: the full code generator
+    assert not target.quick_codegen(tiny)
+    request = ImportRequest(ADD, "add.mlir", None, "cpu", {})
+    without = cache.source_key(request)
+    monkeypatch.delenv("KILN_QUICK_CODEGEN")
+    assert cache.source_key(request) != without  # ... and cached apart
+
+
+def test_the_packed_entry_point_passes_each_argument_of_the_c_interface():
+    text = ("define void @_mlir_ciface_main(ptr %0, ptr noalias %1, ptr %2) {\n  ret void\n}\n")
+    wrapper = quick_codegen._packed_entry(text, "main")
+    assert "define void @_mlir__mlir_ciface_main(ptr %args)" in wrapper
+    assert "call void @_mlir_ciface_main(ptr %arg0, ptr %arg1, ptr %arg2)" in wrapper
+    with pytest.raises(kiln.KilnError, match="no C interface for @other"):
+        quick_codegen._packed_entry(text, "other")
+
+
+@pytest.mark.parametrize("options", [{}, {"opt_level": 0}, {"opt_level": 2}])
 def test_small_programs_compute_the_same_at_either_level(options):
     a = np.array([1.5, -2.0, 3.25, 0.0], np.float32)
     b = np.array([0.5, 4.0, -1.25, 7.0], np.float32)
@@ -228,3 +260,41 @@ def test_pattern_passes_apply_to_their_root_ops():
     assert get("kiln-lower-linalg-ops").applies_to == {"stablehlo.triangular_solve",
                                                       "stablehlo.cholesky"}
     assert get("kiln-fuse-shared-elementwise").applies_to is None  # always runs
+
+
+# -- compile workers' rehearsals -------------------------------------------------------------------
+def test_both_rehearsals_compile(tmp_path):
+    from kiln.driver import rehearsal
+    from kiln.driver.source_import import import_and_compile
+    for source, name in ((rehearsal.MLIR_TEXT, "text"), (rehearsal.JAX_EXPORT, "export")):
+        told = []
+        import_and_compile(ImportRequest(source, name, None, "cpu", {}), make_context(),
+                           told.append)
+        assert told[-1][0] == "ok" and told[-1][1], (name, told[-1])
+
+
+def test_requests_that_come_while_a_child_rehearses_are_served():
+    # Back to back, each request finds the child forked after the previous answer still
+    # rehearsing (driver/worker.py): it finishes a stage, then takes the request.
+    x = np.arange(6, dtype=np.float32)
+    for scale in range(1, 9):
+        text = ADD.replace("4xf32", "6xf32").replace("stablehlo.add %a, %b",
+                                                     "stablehlo.multiply %a, %b")
+        exe = kiln.compile(text + f"// {scale}\n")  # distinct sources: no cache hits
+        np.testing.assert_array_equal(exe(x, x + scale)[0], x * (x + scale))
+
+
+def test_ir_llvmlite_cannot_read_is_compiled_by_execution_engine():
+    # MLIR's newer LLVM prints a NaN with a payload as `+nan(0x3F)`, which llvmlite's LLVM
+    # cannot parse: the tiny program is compiled the other way, with the same bits.
+    import ml_dtypes
+    text = """func.func @main(%a: tensor<2xbf16>) -> tensor<4xbf16> {
+  %c = stablehlo.constant dense<[0x7FFF, 0x3F80]> : tensor<2xbf16>
+  %0 = stablehlo.concatenate %c, %a, dim = 0 : (tensor<2xbf16>, tensor<2xbf16>) -> tensor<4xbf16>
+  return %0 : tensor<4xbf16>
+}"""
+    lowered = parse(kiln.compile(text).ir("lower"))
+    assert quick_codegen.compile_object(lowered, "main") is None
+    a = np.array([1.5, -2.0], ml_dtypes.bfloat16)
+    out = np.asarray(kiln.compile(text)(a)[0]).view(np.uint16)
+    assert [hex(x) for x in out] == ["0x7fff", "0x3f80", "0x3fc0", "0xc000"]

@@ -19,6 +19,7 @@ import kiln
 from kiln.driver.artifact import Artifact
 from kiln.errors import KilnError
 from kiln.lowering.gpu import ptx
+from kiln.lowering.llvm_text import for_older_llvm
 
 # sm_80 and sm_90: 255 registers a thread at most, 48 KiB of static shared memory a block.
 MAX_REGISTERS = 255
@@ -150,7 +151,7 @@ def test_newer_llvm_float_literals_are_rewritten_for_llvmlite():
             "  %2 = call float @f(float f0x3F800000, float +inf)\n"
             "  %3 = fadd double %x, 6.168500e-01\n"
             "  %4 = fadd half %h, -inf\n")
-    lines = ptx._older_float_literals(text).splitlines()
+    lines = for_older_llvm(text).splitlines()
     assert lines[0].endswith("0x3FE3BD3C40000000")    # 0.61685 rounded to f32, as a double
     assert "float 0x3FF0000000000000" in lines[1] and "float 0x7FF0000000000000" in lines[1]
     assert lines[2].endswith("6.168500e-01")          # doubles stay decimal

@@ -117,8 +117,11 @@ def test_float_special_values():
     idx = np.array([0, 1, 2, 2, 3], np.int32)
     got, want = via_jax(lambda a, i, b: (a.at[i].add(b), a.at[i].min(b), a.at[i].max(b)), x, idx, u)
     for g, w in zip(got, want):
-        np.testing.assert_array_equal(g, w)
-        np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+        np.testing.assert_array_equal(g, w)  # NaN where JAX has NaN
+        # The signs of zeros and infinities; a NaN's sign is unspecified (IEEE 754's minimum
+        # and maximum, LLVM's llvm.minimum/maximum) and differs between LLVM's code generators.
+        numbers = ~np.isnan(w)
+        np.testing.assert_array_equal(np.signbit(g)[numbers], np.signbit(w)[numbers])
 
 
 def test_variadic_scatter_argmax_like():

@@ -77,6 +77,8 @@ def _digest(described: dict, request, content: bytes) -> str | None:
     digest.update(os.environ.get("KILN_AMX", "").encode())
     # LLVM's options change the code it emits (targets/llvm_options.py)
     digest.update(os.environ.get("KILN_LLVM_OPTIONS", "").encode())
+    # KILN_QUICK_CODEGEN=0 compiles tiny programs the slower way (targets/cpu.py)
+    digest.update(os.environ.get("KILN_QUICK_CODEGEN", "").encode())
     digest.update(content)
     return digest.hexdigest()
 

@@ -325,9 +325,9 @@ class _Child:
 
 
 class _Waiting:
-    """The child forked ahead of the next request. It rehearses (see `_rehearse`) and then
-    says it is ready; a request that comes before that gets a child forked for it at once,
-    and the rehearsing one is stopped: a request never waits for a rehearsal."""
+    """The child forked ahead of the next request. It rehearses (see `_rehearse`) until the
+    request comes, then finishes the stage it is in and takes it: a request waits for at
+    most one stage of a rehearsal, and finds a child warmed by what it did run."""
 
     def __init__(self):
         self.child: _Child | None = None
@@ -351,16 +351,9 @@ class _Waiting:
         self.child = _Child(pid, request_write, reply_read)
 
     def take(self) -> _Child:
-        """The child for the request that has come: the waiting one if it is ready."""
-        child, self.child = self.child, None
-        if child is not None and _ready(child):
-            return child
-        if child is not None:
-            os.kill(child.pid, signal.SIGKILL)
-            os.close(child.requests)
-            os.close(child.replies)
-            self.stopped.append(child.pid)
-        self.fork(rehearse=False)
+        """The child for the request that has come: the waiting one, else one forked now."""
+        if self.child is None:
+            self.fork(rehearse=False)
         child, self.child = self.child, None
         return child
 
@@ -379,16 +372,9 @@ class _Waiting:
                 self.stopped.remove(pid)
 
 
-# What a waiting child writes on its reply pipe once it has rehearsed.
+# What a child writes on its reply pipe before it reads its request (rehearsed or not): the
+# first byte `_relay` reads from any child.
 _READY = b"R"
-
-
-def _ready(child: _Child) -> bool:
-    """Whether `child` has finished its rehearsal (its ready byte is there to read)."""
-    import select
-    if not select.select([child.replies], [], [], 0)[0]:
-        return False
-    return os.read(child.replies, 1) == _READY
 
 
 def _wait_for_request(request_read: int, reply_write: int, rehearse: bool) -> None:
@@ -401,7 +387,7 @@ def _wait_for_request(request_read: int, reply_write: int, rehearse: bool) -> No
     os.close(devnull)
     if rehearse:
         _rehearse(request_read)
-        os.write(reply_write, _READY)
+    os.write(reply_write, _READY)
     with os.fdopen(request_read, "rb") as inp:
         try:
             mode, path, blob, _, extra = receive_message(inp)
@@ -410,37 +396,27 @@ def _wait_for_request(request_read: int, reply_write: int, rehearse: bool) -> No
     _child(mode, path, blob, extra, os.fdopen(reply_write, "wb"))
 
 
-# What a waiting child compiles while it waits (see `_rehearse`): a little of every stage.
-_REHEARSAL = """func.func @main(%x: tensor<4x4xf32>) -> tensor<4xf32> {
-  %0 = stablehlo.sine %x : tensor<4x4xf32>
-  %1 = stablehlo.dot_general %0, %x, contracting_dims = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
-  %z = stablehlo.constant dense<0.0> : tensor<f32>
-  %2 = stablehlo.reduce(%1 init: %z) applies stablehlo.add across dimensions = [1] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
-  return %2 : tensor<4xf32>
-}"""
-
-
-class _ServerGone(Exception):
-    pass
+class _RequestCame(Exception):
+    """Raised inside a rehearsal when a request (or the server's end) is waiting."""
 
 
 def _rehearse(request_read: int) -> None:
-    """Compile a small program before any request comes. A forked child's first compile
-    pays for copying every page of the server's it writes (copy-on-write: a third of a small
-    compile's time); after this one, the request's compile finds most of them copied. What
-    becomes of the rehearsal is of no consequence to the request; it stops early when the
-    server has gone (its request pipe closed)."""
+    """Compile small programs before any request comes (driver/rehearsal.py says why). What
+    becomes of a rehearsal is of no consequence to the request; it stops at its next stage
+    once something is on the request pipe (the request, or the server's end)."""
     import select
+    from . import rehearsal
     from .source_import import ImportRequest, import_and_compile
 
     def tell(message) -> None:
         if message[0] == "progress" and select.select([request_read], [], [], 0)[0]:
-            raise _ServerGone  # nothing is ever sent before the ready byte: only an end
+            raise _RequestCame
     idle = _idle_priority()
     try:
-        import_and_compile(ImportRequest(_REHEARSAL, "<rehearsal>", None, "cpu", {}), _context,
-                           tell)
-    except Exception:  # noqa: BLE001 - the server went, or the rehearsal failed: either way on
+        for source, name in ((rehearsal.MLIR_TEXT, "<rehearsal>"),
+                             (rehearsal.JAX_EXPORT, "<rehearsal export>")):
+            import_and_compile(ImportRequest(source, name, None, "cpu", {}), _context, tell)
+    except Exception:  # noqa: BLE001 - the request came, or the rehearsal failed: either way on
         pass
     finally:
         if idle:
@@ -586,9 +562,15 @@ def _relay(child: _Child, first_timeout: float, timeout: float, replies, answere
     pending = bytearray()
     final = []
     deadline = [time.monotonic() + first_timeout]
+    ready = [False]
 
     def on_data(chunk: bytes) -> None:
         pending.extend(chunk)
+        if not ready[0] and pending:  # the child's ready byte comes before its messages
+            if pending[:1] != _READY:
+                raise RuntimeError("a compile worker's child answered out of turn")
+            del pending[:1]
+            ready[0] = True
         while len(pending) >= 8:
             size = int.from_bytes(pending[:8], "little")
             if len(pending) < 8 + size:

@@ -127,13 +127,21 @@ class CpuTarget(Target):
     ]
 
     def after_optimize(self, module: ir.Module) -> None:
-        """Small programs are compiled at a lower LLVM level (targets/small_programs.py),
-        unless the `opt_level` option says which."""
-        from .small_programs import OPT_LEVEL_ATTR, SMALL_OPT_LEVEL, is_small
-        if "opt_level" not in self.options and is_small(module):
-            with module.context:
-                module.operation.attributes[OPT_LEVEL_ATTR] = ir.IntegerAttr.get(
-                    ir.IntegerType.get_signless(64), SMALL_OPT_LEVEL)
+        """Small programs are compiled at a lower LLVM level, tiny ones with LLVM's quick code
+        generation too (targets/small_programs.py), unless the `opt_level` option says which."""
+        from .small_programs import (OPT_LEVEL_ATTR, QUICK_CODEGEN_ATTR, SMALL_OPT_LEVEL,
+                                     TINY_WORK, known_work)
+        if "opt_level" in self.options:
+            return
+        found = known_work(module)
+        if found is None:
+            return
+        with module.context:
+            attributes = module.operation.attributes
+            attributes[OPT_LEVEL_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), SMALL_OPT_LEVEL)
+            if found <= TINY_WORK:
+                attributes[QUICK_CODEGEN_ATTR] = ir.UnitAttr.get()
 
     def opt_level(self, module: ir.Module) -> int:
         """LLVM's optimization level for `module`: the option, else what `after_optimize`
@@ -145,6 +153,17 @@ class CpuTarget(Target):
         if OPT_LEVEL_ATTR in module.operation.attributes:
             return ir.IntegerAttr(module.operation.attributes[OPT_LEVEL_ATTR]).value
         return 2
+
+    def quick_codegen(self, module: ir.Module) -> bool:
+        """Whether LLVM's O0 code generation compiles `module` (targets/quick_codegen.py): for
+        `opt_level=0`, as clang's -O0, and for the programs `after_optimize` found tiny.
+        KILN_QUICK_CODEGEN=0 turns it off (to compare)."""
+        from .small_programs import QUICK_CODEGEN_ATTR
+        if os.environ.get("KILN_QUICK_CODEGEN", "1") == "0":
+            return False
+        if "opt_level" in self.options:
+            return int(self.options["opt_level"]) == 0
+        return QUICK_CODEGEN_ATTR in module.operation.attributes
 
     def emit(self, module: ir.Module, entry: str) -> CompiledCode:
         """LLVM-compile the lowered module (in the compiling process: a worker, usually) into
@@ -159,6 +178,11 @@ class CpuTarget(Target):
         with module.context:
             check_lowered(module, frozenset(library_symbols))  # the trust boundary's far end
             externals = external_functions(module)
+        if self.quick_codegen(module):
+            from .quick_codegen import compile_object, packed_symbol
+            code = compile_object(module, entry)
+            if code is not None:
+                return CompiledCode(code, packed_symbol(entry), externals)
         try:
             engine = ExecutionEngine(module, opt_level=self.opt_level(module),
                                      shared_libs=[str(p) for p in native.runtime_libraries()])

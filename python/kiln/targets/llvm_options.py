@@ -4,6 +4,8 @@ ExecutionEngine, in torch_mlir's native library), like `clang -mllvm OPTION`.
 LLVM keeps its options in process-wide globals that can be set once per process, so they are
 set before the first compile (`apply`): Kiln's own choices (`KILN_DEFAULTS`) first, then the
 user's, from KILN_LLVM_OPTIONS (space-separated, e.g. "-vectorize-slp=false"), which win.
+Tiny programs are compiled by llvmlite's LLVM instead (targets/quick_codegen.py), which these
+options do not reach; `opt_level=2` sends a program through this one.
 """
 from __future__ import annotations
 

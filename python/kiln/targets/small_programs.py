@@ -8,8 +8,10 @@ than XLA does, so the CPU target compiles it at `SMALL_OPT_LEVEL` instead (targe
 Measured on the 35 JAX test programs (`kiln bench --compile-time`): LLVM's time went from
 43 to 21 ms a program. O0 code is slower, though, and a call costs only about 5 us, so the
 limit (SMALL_WORK) bounds what a small program can lose to about 3 us a call: a cliff
-against XLA's ~7 us calls otherwise (tanh of 8192 floats: 27 us at O0, 7 us at O2). An
-explicit `opt_level=` option always wins.
+against XLA's ~7 us calls otherwise (tanh of 8192 floats: 27 us at O0, 7 us at O2). Tiny
+programs (TINY_WORK) go further: LLVM's O0 code generation as well (targets/quick_codegen.py),
+which took the 35 programs from 1.17x to 0.93x XLA's compile time (2026-11-23). An explicit
+`opt_level=` option always wins.
 
 The estimate (`work`) is read on the StableHLO after the `optimize` stage: the elements each
 op reads or writes, products and convolutions times their contraction unless they become
@@ -40,6 +42,14 @@ _TRANSCENDENTAL = frozenset(f"stablehlo.{name}" for name in (
 SMALL_OPT_LEVEL = 0
 # The module attribute that carries the decision from `optimize` to LLVM.
 OPT_LEVEL_ATTR = "kiln.llvm_opt_level"
+# Tiny programs, at most this many element-ops, also get LLVM's O0 code generation (FastISel,
+# the fast register allocator: targets/quick_codegen.py), 7-9 ms less than the full one. Its
+# code spills every value a loop carries: measured (2026-11-23) about 1.5 ns more per
+# element-op than O0 IR with full code generation, so this limit keeps that loss near 1.5 us
+# a call. 29 of the 35 JAX test programs are tiny.
+TINY_WORK = 1 << 10
+# The module attribute that marks a tiny program (set with OPT_LEVEL_ATTR).
+QUICK_CODEGEN_ATTR = "kiln.llvm_quick_codegen"
 
 _UNBOUNDED = ("stablehlo.while", "scf.while")
 
@@ -50,10 +60,16 @@ class _TooMuch(Exception):
 
 def is_small(module: ir.Module, limit: int = SMALL_WORK) -> bool:
     """Whether the program's work is known at compile time and at most `limit` element-ops."""
+    return known_work(module, limit) is not None
+
+
+def known_work(module: ir.Module, limit: int = SMALL_WORK) -> int | None:
+    """The program's element-ops if known at compile time and at most `limit`, else None."""
     try:
-        return work(module.operation, limit) <= limit
+        found = work(module.operation, limit)
     except _TooMuch:
-        return False
+        return None
+    return found if found <= limit else None
 
 
 def work(op: ir.Operation, limit: int) -> int:

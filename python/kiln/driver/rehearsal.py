@@ -1,0 +1,55 @@
+"""What a compile worker's child compiles while it waits for a request (driver/worker.py).
+
+A child forked from the compile server pays, on its first compile, for copying every page of
+the server's it writes (copy-on-write) and for what runs once per process; the request after
+a rehearsal finds most of that done. Two rehearsals cover both ways a source comes in: MLIR
+text through every stage, and a JAX export (its flatbuffer, StableHLO's portable artifact and
+the calling convention), which took 5 ms off the first compile of each JAX test program that
+the text alone left (2026-11-23).
+"""
+from __future__ import annotations
+
+import base64
+
+MLIR_TEXT = """func.func @main(%x: tensor<4x4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.sine %x : tensor<4x4xf32>
+  %1 = stablehlo.dot_general %0, %x, contracting_dims = [1] x [0] : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %2 = stablehlo.reduce(%1 init: %z) applies stablehlo.add across dimensions = [1] : (tensor<4x4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %2 : tensor<4xf32>
+}"""
+
+# jax.export.export(jax.jit(f))(x, w).serialize() with jax 0.10.2, for float32 x: 4x8, w: 8x8:
+#     def f(x, w):
+#         h = jnp.tanh(x @ w + 1.0)
+#         return jnp.sum(h * jnp.exp(-h), axis=1), jnp.max(h, axis=0)
+JAX_EXPORT = base64.b64decode(
+    "PAAAADgAYABeAFgAVABQAEwASAAAAEAAPAA4ADQAMAAsACgAJgAgAAAAAABEABwAGAAUABAADAAIAAQAOAAAAFwAAABk"
+    "AAAAbAAAAHQAAAB8AAAAfAAAAHwAAAAUAQAAAAAKABQBAAAABgAAAAYAAAAGAADkBQAA/AUAAAwGAAABAAAAGAYAAFgG"
+    "AAB0BgAA2AYAADQHAAAAAAMAAgAAAAAAAAAAAAAAAgAAAAAAAAAAAAAAAgAAAAIAAAADAAAAAgAAAAAAAAABAAAAAAAA"
+    "AAAAAAAEAAAAcAAAAEQAAAAkAAAABAAAALT5//8AAAEKBAAAAAEAAAAEAAAAAQAAADgAAADQ+f//AAABCgQAAAABAAAA"
+    "BAAAAAEAAAA0AAAA7Pn//wAAAQoEAAAAAgAAABAAAAAEAAAAAQAAADgAAAABAAAAOAAAABT6//8AAAEKBAAAAAIAAAAQ"
+    "AAAABAAAAAEAAAA4AAAAAQAAADQAAAACAAAAAAABANsEAABNTO9SDVN0YWJsZUhMT192MS4xNS4wAAErBQEFGwEDCwMZ"
+    "DxMXGx8jJysvMzc7A+GzGwGHCw8LBw8PDw8PDw8jCw8LCwsPCw8LCw8PGwsbCw8PGwsPCw8PGwsPDxsPCw8PGw8LDw8b"
+    "DwsPDxsPCw8PGwsPCwsPCwMtCw8LCy8LLxcTCxMTCxMLCwsfHx8TCwEFCw8DFw8XBxcTEwcTHwcTAmIFBR8dMzUFIR8d"
+    "Ky0dNzkRAwUdPwMdS00de30dgYMDBxkbHQ0fDQUjEQEABSUFJwUpHSUHBSsdKQcFLQUvFS8DHQUxLQEHC1t/BTEtAQcP"
+    "CUcFMxU7Ax0FPS0BBwsXVwU1HUNFBTcVRwMdBUktAQcJIy0FORVPAx0FUS0BBwkjOR1VVwU7FVkDHQVbLQEHCRE7HV9h"
+    "BT0VYwMdBWUtAQcLP0MdaWsFPxVtAx0Fby0BBwsvRR1zdQVBFXcDHQV5LQEHCydFBUMdfwcFRQVHHYUHBUkjFx8ZAQ0B"
+    "HUsfExEBAAAAAAAAABcBHxMRAAAAAAAAAAApAQEBsQMFi4sjFQMFnaENA42fHU0NA42jHU8dUR1THwUJAACA/x8FCQAA"
+    "AAAfBQkAAIA/AwWRkScBAQkBAgIpAQkpBREhCQkpBSEhCSkDEQkpAyEJHSkDBRERBQcLBQ0PQykDAREEygIFAVEHFwEH"
+    "BKICAwEFC1AHAwcEdgIDHTcFDyMXJwADQgkFAwUDQgsHAwUDQg8JAwUNRkELAwcFAQMPRhENAwcDCQcGEQMHBQsNEUZT"
+    "DwMHAw8TBl0DBwMRFUZnDwMHAxMXBnEDBwURFQlWCxEDDQUXBwcELQMHCwULFQsVAAcGCwMFBQEDBQQLAwUJVgkTAw8F"
+    "EQUHBC0DBwsFCxMLEwAZBgkDBQUBAwUECQMFBQQPBRkbBgMBBQEA8gdVDwsVFSEXGRcZFxcXGRcnDyUTJQUFDSUpOQUR"
+    "FxkfFREpHxEVDxUZDwsRYnVpbHRpbgB2aGxvAG1vZHVsZQBjb25zdGFudF92MQByZXR1cm5fdjEAYWRkX3YxAHJlZHVj"
+    "ZV92MQBmdW5jX3YxAGRvdF9nZW5lcmFsX3YyAGJyb2FkY2FzdF9pbl9kaW1fdjEAdGFuaF92MgBuZWdhdGVfdjEAZXhw"
+    "b25lbnRpYWxfdjIAbXVsdGlwbHlfdjEAbWF4aW11bV92MQA8c3RkaW4+AGYAamF4LnVzZXNfc2hhcGVfcG9seW1vcnBo"
+    "aXNtAG1obG8ubnVtX3BhcnRpdGlvbnMAbWhsby5udW1fcmVwbGljYXMAaml0X2YAeAB3AGppdChmKS9yZWR1Y2VfbWF4"
+    "ADxtb2R1bGU+AGppdChmKS9yZWR1Y2Vfc3VtAGppdChmKQBqaXQoZikvZG90X2dlbmVyYWwAaml0KGYpL2FkZABqaXQo"
+    "ZikvdGFuaABqaXQoZikvbmVnAGppdChmKS9leHAAaml0KGYpL211bAByZWR1Y2VfbWF4OgByZWR1Y2VfbWF4AHJlZHVj"
+    "ZV9zdW06AHJlZHVjZV9zdW0AamF4LnJlc3VsdF9pbmZvAHJlc3VsdFswXQByZXN1bHRbMV0AbWFpbgBwdWJsaWMACEsV"
+    "BUMBC5eZm6WnA6kDqwOtGYeHiYePh4eviYeThwOJA5UDjwOTAAEAAAAEAAAAAwAAAGNwdQAAAAAAAAAAAAAAAAACAAAA"
+    "DAAAAAQAAADA/v//xP7//wIAAAAMAAAABAAAANT+///Y/v//AgAAACQAAAAEAAAAdP///wAAAQoEAAAAAQAAAAQAAAAB"
+    "AAAAOAAAAJD///8AAAEKBAAAAAEAAAAEAAAAAQAAADQAAABE////CAAAAAAAAAICAAAADAAAAAQAAAA4////PP///wIA"
+    "AAA8AAAABAAAANj///8AAAEKBAAAAAIAAAAQAAAABAAAAAEAAAA4AAAAAQAAADgAAAAMAAwAAAAIAAcABgAMAAAAAAAB"
+    "CgQAAAACAAAAEAAAAAQAAAABAAAAOAAAAAEAAAA0AAAAzP///wgAAAAAAAACAgAAACwAAAAQAAAAAAAKAAwACwAAAAQA"
+    "CgAAAAgAAAAAAAAEAAAAAAgADAALAAQACAAAAAgAAAAAAAACAgAAABAAAAAEAAAA/P///wQABAAEAAAAAQAAAGYAAAA=")

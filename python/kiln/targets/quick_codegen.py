@@ -24,6 +24,7 @@ from ..errors import KilnError
 
 _lock = threading.Lock()
 _machine = None
+_PARAM_NAME = re.compile(r"%[-\w.$]+")
 
 
 def packed_symbol(entry: str) -> str:
@@ -34,13 +35,17 @@ def packed_symbol(entry: str) -> str:
 def compile_object(module: ir.Module, entry: str) -> bytes | None:
     """Relocatable object code for `module` (lowered to the LLVM dialect), compiled at O0;
     None when llvmlite's LLVM cannot read the IR (a constant spelled in a form only the newer
-    LLVM knows, such as a NaN's payload): the caller compiles it with ExecutionEngine."""
+    LLVM knows, such as a NaN's payload) or the entry is not the C interface Kiln emits: the
+    caller compiles it with ExecutionEngine."""
     import llvmlite.binding as llvm
     from torch_mlir.dialects import llvm as llvm_dialect
     from ..lowering.llvm_text import for_older_llvm
     with module.context:
         text = str(llvm_dialect.translate_module_to_llvmir(module.operation))
-    text = for_older_llvm(text) + _packed_entry(text, entry)
+    packed = _packed_entry(text, entry)
+    if packed is None:
+        return None
+    text = for_older_llvm(text) + packed
     machine = _target_machine()
     try:
         llvm_module = llvm.parse_assembly(text)
@@ -65,7 +70,7 @@ def _target_machine():
         return _machine
 
 
-def _packed_entry(text: str, entry: str) -> str:
+def _packed_entry(text: str, entry: str) -> str | None:
     """`void _mlir__mlir_ciface_<entry>(void **args)`: what ExecutionEngine generates for the
     entry, and what runtime/kiln_runtime.c's KilnInvoke calls: args[i] points at the i-th
     argument of the C interface (each a pointer to a memref descriptor)."""
@@ -74,10 +79,10 @@ def _packed_entry(text: str, entry: str) -> str:
     if found is None:
         raise KilnError(f"the lowered module has no C interface for @{entry}",
                         hint="kiln-emit-c-interface should have added it")
-    params = [p for p in _split_params(found.group(1)) if p.strip()]
-    if any(not p.lstrip().startswith("ptr") for p in params):
-        raise KilnError(f"@{entry}'s C interface takes a non-pointer argument",
-                        hint="compile with opt_level=2 (ExecutionEngine) to go around it")
+    # Each parameter is "TYPE ATTRIBUTES %NAME": the text before each name says its type.
+    params = [p for p in _PARAM_NAME.split(found.group(1)) if p.strip(" ,")]
+    if any(not p.strip(" ,").startswith("ptr") for p in params):
+        return None  # not the C interface Kiln emits: ExecutionEngine packs any signature
     lines = [f"define void @{packed_symbol(entry)}(ptr %args) {{"]
     for i in range(len(params)):
         lines += [f"  %slot{i} = getelementptr inbounds ptr, ptr %args, i64 {i}",
@@ -87,18 +92,3 @@ def _packed_entry(text: str, entry: str) -> str:
                  + ", ".join(f"ptr %arg{i}" for i in range(len(params))) + ")")
     lines += ["  ret void", "}", ""]
     return "\n" + "\n".join(lines)
-
-
-def _split_params(text: str) -> list[str]:
-    """Top-level comma-separated parameters (attributes may hold parentheses)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts

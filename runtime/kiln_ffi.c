@@ -186,6 +186,8 @@ struct XLA_FFI_ExecutionContext {
   int64_t state_type[4];
   void* state[4];            /* per-call states of prepare and initialize */
   struct Scratch* scratch;   /* blocks handed out and not yet freed */
+  KilnFfiDeviceAlloc device_alloc;  /* scratch memory on the device (NULL: host memory) */
+  KilnFfiDeviceFree device_free;
 };
 
 typedef struct Scratch {
@@ -363,12 +365,17 @@ KilnFfiSite* KilnFfiSiteCreate(const char* name, void* instantiate, void* prepar
 
 static const XLA_FFI_Api* api(void);
 
+static void free_scratch(XLA_FFI_ExecutionContext* ctx, Scratch* s) {
+  if (ctx && ctx->device_free) ctx->device_free(s->data);
+  else free(s->data);
+  free(s);
+}
+
 static void release_context(XLA_FFI_ExecutionContext* ctx) {
   while (ctx->scratch) {
     Scratch* s = ctx->scratch;
     ctx->scratch = s->next;
-    free(s->data);
-    free(s);
+    free_scratch(ctx, s);
   }
   for (int stage = XLA_FFI_ExecutionStage_PREPARE; stage <= XLA_FFI_ExecutionStage_INITIALIZE; ++stage) {
     delete_state(ctx->state_type[stage], ctx->state[stage]);
@@ -492,10 +499,18 @@ static void report(KilnFfiSite* site, XLA_FFI_ExecutionStage stage, XLA_FFI_Erro
 static atomic_llong run_ids = 0;
 
 void kiln_ffi_call(KilnFfiSite* site, void** leaves, void* stream, XlaCustomCallStatus* status) {
+  kiln_ffi_call_on_device(site, leaves, stream, NULL, NULL, status);
+}
+
+void kiln_ffi_call_on_device(KilnFfiSite* site, void** leaves, void* stream,
+                             KilnFfiDeviceAlloc alloc, KilnFfiDeviceFree free_,
+                             XlaCustomCallStatus* status) {
   XLA_FFI_ExecutionContext ctx;
   memset(&ctx, 0, sizeof ctx);
   ctx.site = site;
   ctx.stream = stream;
+  ctx.device_alloc = alloc;
+  ctx.device_free = free_;
   ctx.run_id = atomic_fetch_add(&run_ids, 1) + 1;
   for (int stage = XLA_FFI_ExecutionStage_PREPARE; stage <= XLA_FFI_ExecutionStage_EXECUTE; ++stage) {
     XLA_FFI_Error* error = run_stage(site, (XLA_FFI_ExecutionStage)stage, &ctx, leaves);
@@ -583,7 +598,20 @@ static XLA_FFI_Error* ffi_device_memory_allocate(XLA_FFI_DeviceMemory_Allocate_A
     return make_error(XLA_FFI_Error_Code_INVALID_ARGUMENT, "alignment must be a power of two");
   Scratch* s = (Scratch*)malloc(sizeof(Scratch));
   void* data = NULL;
-  if (!s || posix_memalign(&data, alignment, args->size ? args->size : 1) != 0) {
+  size_t size = args->size ? args->size : 1;
+  if (s && args->ctx && args->ctx->device_alloc) {
+    /* the device allocator aligns to 256 bytes (cuMemAlloc); more is not offered */
+    if (alignment > 256) {
+      free(s);
+      return make_error(XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                        "device scratch memory is aligned to at most 256 bytes");
+    }
+    if (args->ctx->device_alloc(&data, size) != 0 || !data) {
+      free(s);
+      return make_error(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED,
+                        "cannot allocate device scratch memory");
+    }
+  } else if (!s || posix_memalign(&data, alignment, size) != 0) {
     free(s);
     return make_error(XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "cannot allocate scratch memory");
   }
@@ -604,8 +632,7 @@ static XLA_FFI_Error* ffi_device_memory_free(XLA_FFI_DeviceMemory_Free_Args* arg
                       "this memory was not allocated in this call");
   Scratch* s = *link;
   *link = s->next;
-  free(s->data);
-  free(s);
+  free_scratch(args->ctx, s);
   return NULL;
 }
 

@@ -25,8 +25,9 @@
 def register_passes(register) -> None:
     """Register the GPU passes by name (called from lowering/registry.py)."""
     from . import host, loops, ptx, reductions, scatter, slices, sort, supported
-    register("kiln-gpu-check-supported", "name the first op the GPU target cannot run yet "
-             "(custom calls, collectives, host transfers), with its location",
+    register("kiln-gpu-check-supported", "GPU custom calls (api_version 1-4), collectives "
+             "and host transfers -> plan calls; name the first custom call the GPU target "
+             "cannot run, with its location",
              supported.check_supported)
     register("kiln-gpu-bitonic-sort", "stablehlo.sort -> a bitonic sorting network: each "
              "compare-exchange step one parallel generic (the op's comparator, ties broken "

@@ -1,11 +1,16 @@
 """Custom calls on the GPU target: `stablehlo.custom_call @name` whose target is registered
 for the GPU (`kiln.register_custom_call(name, fn, platform="CUDA")`, XLA's platform) runs as
-a step of the execution plan, with seed 004's GPU calling convention
+a step of the execution plan, with either of XLA's GPU calling conventions:
 
-    void f(CUstream stream, void** buffers, const char* opaque, size_t opaque_len
-           [, XlaCustomCallStatus* status])      // api_version 1; 2 and 3 with the status
-
-`buffers` holding the device pointers of the operands, then of the results.
+* api_version 1-3, seed 004's
+      void f(CUstream stream, void** buffers, const char* opaque, size_t opaque_len
+             [, XlaCustomCallStatus* status])      // api_version 1; 2 and 3 with the status
+  `buffers` holding the device pointers of the operands, then of the results;
+* api_version 4, XLA's typed FFI (a C handler built against jaxlib's xla/ffi/api headers,
+  or a dictionary of them by stage): the call frame the CPU target builds
+  (runtime/kiln_ffi.c), its buffers device pointers, its attributes decoded as on the CPU,
+  and `PlatformStream<cudaStream_t>` the plan's stream (gpu_plan.py). As on the CPU, a
+  dictionary `backend_config` or `mhlo.backend_config` (JAX's form) makes a call typed FFI.
 
 Here (the `legalize` stage, where kiln-gpu-check-supported runs) each such call becomes
 
@@ -16,37 +21,47 @@ Here (the `legalize` stage, where kiln-gpu-check-supported runs) each such call 
 
 a call of a private declaration that bufferization leaves alone; the plan (host.py) reads
 it as a `custom-call` step. Operands and results are static arrays in the default layout;
-tuples and tokens, and the typed FFI (api_version 4), are not planned yet (a located error).
+tuples are not planned (a located error). Tokens (`!stablehlo.token`) carry no data: they
+get no buffer, a token result is `stablehlo.after_all` of the call's token operands (the
+call keeps its place in program order as a call of an external function), and a typed-FFI
+handler still sees each token where XLA passes it, a rank-0 TOKEN buffer with a null
+pointer (`kiln.gpu.ffi_leaves` records where they are).
 
 Collectives (`kiln.collective.*` after kiln-lower-collectives: all-reduce, all-gather,
 reduce-scatter, all-to-all, collective permute and broadcast, replica and partition ids)
-become the same calls, marked host-staged: the plan downloads their operands, runs Kiln's
+and host transfers (send/recv between devices, infeed/outfeed to the host's queues) become
+the same calls, marked host-staged: the plan downloads their operands, runs Kiln's
 collective runtime on the host as the CPU target does (each device a thread meeting the
-others on the fabric) and uploads the results. Host transfers (send/recv, infeed/outfeed)
-stay refused (supported.py).
+others on the fabric, the Executable's infeed/outfeed queues) and uploads the results.
 """
 from __future__ import annotations
+
+import json
 
 from torch_mlir import ir
 from torch_mlir.dialects import bufferization, func, memref
 
 from ...errors import KilnError
 from ...runtime import custom_call as cc
+from ...runtime import ffi
 
 CALLEE_PREFIX = "kiln_gpu_custom_call_"
 PLATFORM = "CUDA"
 TARGET_ATTR, API_ATTR, OPAQUE_ATTR = "kiln.gpu.target", "kiln.gpu.api_version", "kiln.gpu.opaque"
 RESULTS_ATTR = "kiln.gpu.results"   # how many of the call's buffers are results (the last)
 HOST_STAGED_ATTR = "kiln.gpu.host_staged"   # a collective: run on the host, data staged
+# Typed FFI (api_version 4): the attributes (runtime/ffi.py's FfiAttr JSON) and every leaf
+# the handler sees, tokens included ({"operands"|"results": [[element type, shape], ...]}).
+FFI_ATTRIBUTES_ATTR, FFI_LEAVES_ATTR = "kiln.gpu.ffi_attributes", "kiln.gpu.ffi_leaves"
 COLLECTIVE_PREFIX = "kiln.collective."
 # The collective runtime's targets a plan runs host-staged (distributed/collectives.py).
 HOST_STAGED = frozenset(COLLECTIVE_PREFIX + name for name in (
     "all_reduce", "all_gather", "all_gather_stacked", "reduce_scatter", "all_to_all",
     "all_to_all_stacked", "collective_permute", "collective_broadcast", "collective_reduce",
-    "device_id"))
-_HINT = ("a GPU custom call takes and returns arrays in the default layout, api_version 1-3 "
+    "device_id", "send", "recv", "infeed", "outfeed"))
+_HINT = ("a GPU custom call takes and returns arrays in the default layout: api_version 1-3 "
          "(void f(CUstream, void** buffers, const char* opaque, size_t opaque_len"
-         "[, XlaCustomCallStatus*]))")
+         "[, XlaCustomCallStatus*])) or 4 (an XLA FFI handler)")
 
 
 def is_gpu_target(name: str) -> bool:
@@ -83,11 +98,16 @@ def lower_gpu_custom_calls(module: ir.Module) -> None:
 def _lower(op: ir.Operation, module: ir.Module, callee: str) -> None:
     where = str(op.location)
     name = ir.StringAttr(op.attributes["call_target_name"]).value
-    api = ir.IntegerAttr(op.attributes["api_version"]).value if "api_version" in op.attributes \
-        else 1
+    api = (ir.IntegerAttr(op.attributes["api_version"]).value if "api_version" in op.attributes
+           else 1) or 1   # API_VERSION_UNSPECIFIED behaves as the original convention
+    # JAX marks typed-FFI calls by a dictionary backend config (as on the CPU target)
+    if any(n in op.attributes and isinstance(op.attributes[n], ir.DictAttr)
+           for n in ("mhlo.backend_config", "backend_config")):
+        api = cc.API_TYPED_FFI
     staged = name in HOST_STAGED
     if not staged:
         _check_target(name, api, where)
+    typed = api == cc.API_TYPED_FFI and not staged
     for attr in ("operand_layouts", "result_layouts"):
         if attr in op.attributes and not _default_layouts(op.attributes[attr]):
             raise KilnError(f"GPU custom call '{name}' gives {attr}", location=where, hint=_HINT)
@@ -98,11 +118,14 @@ def _lower(op: ir.Operation, module: ir.Module, callee: str) -> None:
     if "backend_config" in op.attributes and isinstance(op.attributes["backend_config"],
                                                          ir.StringAttr):
         opaque = ir.StringAttr(op.attributes["backend_config"]).value
-    operands = [_array(v.type, "operand", where) for v in op.operands]
-    results = [_array(r.type, "result", where) for r in op.results]
+    tokens_allowed = staged or typed
+    data_operands = [v for v in op.operands if not _is_token(v.type, tokens_allowed, where)]
+    data_results = [r for r in op.results if not _is_token(r.type, tokens_allowed, where)]
+    operands = [_array(v.type, "operand", where) for v in data_operands]
+    results = [_array(r.type, "result", where) for r in data_results]
     with ir.InsertionPoint(op), op.location:
         buffers = []
-        for value, t in zip(op.operands, operands):
+        for value, t in zip(data_operands, operands):
             value = _bitcast(value, _signless(t))
             to_buffer = bufferization.ToBufferOp(_memref(t), value, read_only=True)
             # kept apart from an identical to_buffer elsewhere (CSE), as on the CPU
@@ -118,10 +141,24 @@ def _lower(op: ir.Operation, module: ir.Module, callee: str) -> None:
             ir.IntegerType.get_signless(32), len(results))
         if staged:
             call.operation.attributes[HOST_STAGED_ATTR] = ir.UnitAttr.get()
+        if typed:
+            from ..legalize.custom_calls import ffi_attributes
+            attributes = [a.to_json() for a in ffi_attributes(op, name, where)]
+            call.operation.attributes[FFI_ATTRIBUTES_ATTR] = ir.StringAttr.get(
+                json.dumps(attributes))
+            call.operation.attributes[FFI_LEAVES_ATTR] = ir.StringAttr.get(json.dumps(
+                {"operands": [_leaf(v.type, where) for v in op.operands],
+                 "results": [_leaf(r.type, where) for r in op.results]}))
         values = [_bitcast(bufferization.ToTensorOp(_signless(t), out, restrict=True,
                                                     writable=True).result, t)
                   for t, out in zip(results, outs)]
-    for old, new in zip(op.results, values):
+        token_operands = [v for v in op.operands if _token(v.type)]
+        for old in op.results:
+            if _token(old.type):   # no data: ordered after the call's own tokens
+                old.replace_all_uses_with(ir.Operation.create(
+                    "stablehlo.after_all", results=[old.type],
+                    operands=token_operands).result)
+    for old, new in zip(data_results, values):
         old.replace_all_uses_with(new)
     op.erase()
     with ir.InsertionPoint(module.body), ir.Location.unknown():
@@ -132,9 +169,14 @@ def _lower(op: ir.Operation, module: ir.Module, callee: str) -> None:
 
 def _check_target(name: str, api: int, where: str) -> None:
     target = cc.REGISTRY.lookup(name, PLATFORM)
-    if api not in (1, 2, 3):
+    if api not in (1, 2, 3, cc.API_TYPED_FFI):
         raise KilnError(f"custom call '{name}' has api_version {api}: the GPU target runs "
-                        "api_version 1-3 targets", location=where, hint=_HINT)
+                        "api_version 1-4 targets", location=where, hint=_HINT)
+    if api == cc.API_TYPED_FFI and not target.ffi_capable:
+        raise KilnError(f"custom call '{name}' uses the typed FFI (api_version 4), but its "
+                        "target was declared with XLA_REGISTER_CUSTOM_CALL_TARGET, an "
+                        "api_version 1-3 function", location=where,
+                        hint="call it with api_version 1-3, or register an XLA FFI handler")
     if target.api_version is not None and target.api_version != api:
         raise KilnError(f"custom call '{name}' has api_version {api}, but its target was "
                         f"registered for api_version {target.api_version}", location=where,
@@ -142,6 +184,27 @@ def _check_target(name: str, api: int, where: str) -> None:
     if target.is_python:
         raise KilnError(f"GPU custom-call target '{name}' is a Python callable", location=where,
                         hint="a GPU target is a C function taking device pointers; " + _HINT)
+
+
+def _token(t: ir.Type) -> bool:
+    return str(t) == ffi.TOKEN
+
+
+def _is_token(t: ir.Type, allowed: bool, where: str) -> bool:
+    if _token(t) and not allowed:
+        raise KilnError("a GPU custom call with api_version 1-3 takes or returns a token",
+                        location=where, hint="tokens pass to typed-FFI (api_version 4) "
+                                             "handlers; " + _HINT)
+    return _token(t)
+
+
+def _leaf(t: ir.Type, where: str) -> list:
+    """[element type, shape] of one leaf an FFI handler sees (a token: rank 0)."""
+    if _token(t):
+        return [ffi.TOKEN, []]
+    tensor = _array(t, "leaf", where)
+    ffi.dtype_code(str(tensor.element_type))   # one the FFI has (a KilnError otherwise)
+    return [str(tensor.element_type), list(tensor.shape)]
 
 
 def _array(t: ir.Type, what: str, where: str) -> ir.RankedTensorType:

@@ -19,6 +19,7 @@ parameters. Runs of launches and copies become command buffers (`group_command_b
 from __future__ import annotations
 
 import base64
+import json
 
 import ml_dtypes
 import numpy as np
@@ -273,12 +274,17 @@ class _PlanReader:
                             "bytes": _root_bytes(m), "shape": m["sizes"],
                             "element": m["element"]})
         results = ir.IntegerAttr(op.attributes[custom_calls.RESULTS_ATTR]).value
-        return {"op": "custom-call", "target": ir.StringAttr(op.attributes[
+        step = {"op": "custom-call", "target": ir.StringAttr(op.attributes[
                     custom_calls.TARGET_ATTR]).value,
                 "api_version": ir.IntegerAttr(op.attributes[custom_calls.API_ATTR]).value,
                 "opaque": ir.StringAttr(op.attributes[custom_calls.OPAQUE_ATTR]).value,
                 "operands": buffers[:count - results], "results": buffers[count - results:],
                 "host_staged": custom_calls.HOST_STAGED_ATTR in op.attributes}
+        if custom_calls.FFI_LEAVES_ATTR in op.attributes:   # typed FFI: what the frame holds
+            step["ffi"] = {"attributes": json.loads(ir.StringAttr(
+                op.attributes[custom_calls.FFI_ATTRIBUTES_ATTR]).value),
+                **json.loads(ir.StringAttr(op.attributes[custom_calls.FFI_LEAVES_ATTR]).value)}
+        return step
 
     # -- host control flow -----------------------------------------------------------------
 

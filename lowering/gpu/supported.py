@@ -6,9 +6,9 @@ Kiln's collective runtime (`custom_call @kiln.collective.<op>`). Neither can run
 GPU: left alone, such a call surfaces much later as a value "the host needs" or a kernel
 calling a host function. This check runs right after JAX's op-like custom calls (top-k,
 sharding annotations, shape assertions) became ordinary ops. Custom calls whose target is
-registered for the GPU (platform "CUDA"), and collectives, become plan steps here
-(custom_calls.py); every other custom call still present (host transfers included) is one
-the GPU target cannot run: it names the first, where the program wrote it.
+registered for the GPU (platform "CUDA"), collectives and host transfers become plan steps
+here (custom_calls.py); every other custom call still present is one the GPU target cannot
+run: it names the first, where the program wrote it.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from .custom_calls import lower_gpu_custom_calls
 
 COLLECTIVE_PREFIX = "kiln.collective."  # lowering/legalize/collectives.py's targets
 _HOST_TRANSFERS = {"send", "recv", "infeed", "outfeed"}
-# The same ops before kiln-lower-collectives (the check is right wherever it runs); the
-# other collectives run host-staged (custom_calls.py).
+# The same ops before kiln-lower-collectives (the check is right wherever it runs: the
+# plan stages only their lowered calls).
 _COLLECTIVES = {f"stablehlo.{kind}" for kind in _HOST_TRANSFERS}
 
 
@@ -48,11 +48,13 @@ def _unsupported(op: ir.Operation) -> KilnError:
         what = "host transfer" if kind in _HOST_TRANSFERS else "collective"
         return KilnError(f"'stablehlo.{kind}' ({what}) is not supported by the GPU target yet",
                          location=where,
-                         hint="send/recv and infeed/outfeed run on target='cpu' "
-                              "(kiln.distributed); other collectives run on the GPU target")
+                         hint="the GPU target runs collectives and host transfers once "
+                              "kiln-lower-collectives lowered them; compile with "
+                              "target='cpu' otherwise")
     return KilnError(f"custom call '{target}' is not supported by the GPU target yet: no "
                      "target of that name is registered for the GPU (platform 'CUDA')",
                      location=where,
                      hint="register a GPU implementation (kiln.register_custom_call(name, fn, "
                           "platform='CUDA'): void fn(CUstream, void** buffers, const char* "
-                          "opaque, size_t opaque_len)), or compile with target='cpu'")
+                          "opaque, size_t opaque_len), or an XLA FFI handler), or compile "
+                          "with target='cpu'")

@@ -253,19 +253,18 @@ def test_custom_calls_are_named_with_their_location():
         assert error.location.endswith(":2:8") and "target='cpu'" in error.hint
 
 
-def test_host_transfers_are_named_with_their_location():
-    # collectives run host-staged (test_gpu_plan_collectives.py); host transfers do not
+def test_host_transfers_run_host_staged():
+    # like collectives (test_gpu_plan_collectives.py); more in test_gpu_host_transfers.py
     program = """func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %t = stablehlo.create_token : !stablehlo.token
   %d, %t2 = "stablehlo.infeed"(%t) {infeed_config = ""} : (!stablehlo.token) -> (tensor<4xf32>, !stablehlo.token)
   %y = stablehlo.add %x, %d : tensor<4xf32>
   return %y : tensor<4xf32>
 }"""
-    with pytest.raises(KilnError) as info:
-        kiln.compile(program, target="gpu-emulator")
-    error = info.value
-    assert "'stablehlo.infeed' (host transfer)" in error.message
-    assert error.location.endswith(":3:13") and error.hint
+    exe = kiln.compile(program, target="gpu-emulator")
+    exe.infeed(np.full(4, 2.0, np.float32))
+    np.testing.assert_array_equal(exe(np.ones(4, np.float32))[0], np.full(4, 3.0))
+    assert [t.kind for t in exe.thunks()] == ["custom-call", "kernel-launch"]
 
 
 def test_jax_custom_calls_lowered_to_ops_still_run(rng):

@@ -87,7 +87,16 @@ class Compiled:
         self.distinct_sources = len(set(self.artifact.sources)) == len(self.artifact.sources)
         # Runs as a device of its executable's fabric: collectives, channels, host queues.
         self.uses_devices = any(str(site.get("target", "")).startswith("kiln.collective.")
-                                for site in self.artifact.call_sites)
+                                for site in self.artifact.call_sites) or \
+            _plan_calls_collectives((self.artifact.plan or {}).get("thunks", []))
+
+
+def _plan_calls_collectives(thunks: list[dict]) -> bool:
+    """A GPU plan's host-staged collective or host transfer (its custom-call thunks, nested
+    ones too): the GPU targets keep no call sites, their plan names the targets."""
+    return any(str(t.get("target") or "").startswith("kiln.collective.") or
+               any(_plan_calls_collectives(body) for body in t.get("nested", []))
+               for t in thunks)
 
 
 @dataclass

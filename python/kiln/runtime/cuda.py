@@ -120,6 +120,14 @@ class CudaRuntime(DeviceRuntime):
     def stream_handle(self) -> int:
         return int(self.stream)
 
+    def ffi_device_memory(self) -> tuple[int, int]:
+        """The driver's own cuMemAlloc_v2 and cuMemFree_v2 (their signatures are what
+        kiln_ffi_call_on_device takes), called in this thread's current context: the plan's."""
+        import ctypes
+        driver = ctypes.CDLL("libcuda.so.1")  # loaded already, by cuInit
+        return (ctypes.cast(driver.cuMemAlloc_v2, ctypes.c_void_p).value,
+                ctypes.cast(driver.cuMemFree_v2, ctypes.c_void_p).value)
+
     # -- command buffers: the stream's launches and copies captured as a CUDA graph -------
     can_capture = True
 

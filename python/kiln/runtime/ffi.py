@@ -199,6 +199,15 @@ def declare(lib: ctypes.CDLL) -> None:
     lib.KilnFfiSiteInstantiate.restype = ctypes.c_char_p
     lib.KilnFfiSiteInstantiate.argtypes = [ctypes.c_void_p]
     lib.KilnCallSiteSetFfi.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    # The GPU plan calls a site itself (runtime/gpu_plan.py), with its stream.
+    lib.kiln_ffi_call.restype = None
+    lib.kiln_ffi_call.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.c_void_p, ctypes.c_void_p]
+    # ... and, on a GPU, with the driver's allocator for handlers' scratch memory
+    lib.kiln_ffi_call_on_device.restype = None
+    lib.kiln_ffi_call_on_device.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                            ctypes.c_void_p]
     lib.KilnFfiRegistrations.restype = ctypes.POINTER(Registration)
 
 

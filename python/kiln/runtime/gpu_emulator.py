@@ -22,8 +22,12 @@ Retargeting keeps the kernels' code and changes only what names the hardware:
 Device memory is host memory; copies are memmoves; launches are synchronous. A GPU custom
 call runs on the CPU too: its target gets the null stream (there is no CUstream) and the
 buffers' device pointers, which are host addresses here, so a C target built for the host
-runs and can be checked. Command buffers are recorded as lists of launches and copies
-(with the parameter values of the recording) and replayed from them.
+runs and can be checked. A typed-FFI handler (api_version 4) that asks for its stream
+(`ffi::PlatformStream<cudaStream_t>`) gets `EMULATOR_FFI_STREAM`: not null, so decoding
+succeeds as on a GPU, but no CUstream either (the address of 8 bytes spelling "KILNEMU"),
+which a handler must not give to CUDA; everything here is synchronous. Command buffers
+are recorded as lists of launches and copies (with the parameter values of the recording)
+and replayed from them.
 """
 from __future__ import annotations
 
@@ -387,8 +391,18 @@ class _Recording:
         self.commands: list[tuple] = []
 
 
+# The stream a typed-FFI handler gets in the emulator: a recognisable non-null address.
+_FFI_STREAM_MARK = ctypes.create_string_buffer(b"KILNEMU", 8)
+EMULATOR_FFI_STREAM = ctypes.addressof(_FFI_STREAM_MARK)
+
+
 class EmulatorRuntime(DeviceRuntime):
     can_capture = True
+
+    def ffi_stream(self) -> int:
+        """Not the null stream the api_version 1-3 targets get: an FFI handler's
+        PlatformStream decodes it (see the module's docstring)."""
+        return EMULATOR_FFI_STREAM
 
     def __init__(self):
         self._memory: dict[int, np.ndarray] = {}

@@ -1,7 +1,8 @@
 """Running a GPU program's execution plan (lowering/gpu/host.py) on a device runtime.
 
 The plan is the host side of a compiled GPU program: device allocations, uploads of
-constants, device-to-device copies, kernel launches and custom calls in program order;
+constants, device-to-device copies, kernel launches and custom calls (seed 004's convention,
+XLA's typed FFI, and host-staged collectives and host transfers) in program order;
 control flow (`while`, `for`, `if`, `switch`) holding nested step lists, steered by scalars
 the host computes (gpu_host_ops.py) or downloads from the device, as XLA's while and
 conditional thunks read their predicates; and command buffers, runs of launches and copies
@@ -59,6 +60,18 @@ class DeviceRuntime:
     def stream_handle(self) -> int | None:
         """The CUstream a GPU custom call is given (None: the null stream)."""
         return None
+
+    def ffi_stream(self) -> int | None:
+        """What a typed-FFI handler's `PlatformStream<cudaStream_t>` decodes to: the stream
+        (None fails XLA_FFI_Stream_Get with "no stream", as on the CPU)."""
+        return self.stream_handle()
+
+    def ffi_device_memory(self) -> tuple[int | None, int | None]:
+        """The functions a typed-FFI handler's ScratchAllocator gets device memory from and
+        gives it back to, as addresses of `int alloc(void**, size_t)` and `int free(void*)`
+        (kiln/ffi.h); (None, None): host memory (the CPU, and the emulator, whose device
+        memory is host memory)."""
+        return None, None
 
     # Command buffers (seed 002): launches and copies recorded once, replayed as one unit.
     can_capture = False
@@ -162,6 +175,32 @@ class DeviceState:
         self._written = invoker._written
         self._graphs: dict[int, tuple] = {}          # id(command-buffer step) -> (key, graph)
         self._targets: dict[tuple, object] = {}      # GPU custom-call targets, as ctypes
+        self._ffi_sites: dict[int, int] = {}         # id(typed-FFI step) -> its C FFI site
+
+    def ffi_site(self, step: dict) -> int:
+        """The C FFI site (runtime/kiln_ffi.c) of a typed-FFI step, made at its first call:
+        the handler resolved in this process's registry, its instantiate stage run once,
+        as XLA instantiates a handler per executable. Sites live as long as the process, as
+        the CPU target's do."""
+        key = id(step)
+        if key not in self._ffi_sites:
+            from . import ffi
+            from .custom_call import REGISTRY, Leaf, runtime
+            name = step["target"]
+            target = REGISTRY.lookup(name, "CUDA")
+            if target is None or target.address is None or target.placeholder:
+                raise KilnError(f"{self.what} calls GPU custom-call target '{name}', which is "
+                                "not registered in this process",
+                                hint="register its XLA FFI handler (platform='CUDA') before "
+                                     "calling")
+            operands, results = ([Leaf(tuple(shape), np.dtype(np.uint8), None, element)
+                                  for element, shape in step["ffi"][k]]
+                                 for k in ("operands", "results"))
+            attributes = [ffi.FfiAttr.from_json(a) for a in step["ffi"]["attributes"]]
+            self._ffi_sites[key] = ffi.create_site(
+                runtime(), name, target.ffi_stages or {"execute": target.address},
+                operands, results, attributes)
+        return self._ffi_sites[key]
 
     def _custom_call_target(self, name: str, api_version: int):
         """The C function registered for the GPU under `name`, as a ctypes function."""
@@ -304,9 +343,13 @@ class _Call:
 
     def _custom_call(self, step: dict) -> None:
         """Seed 004's GPU convention: f(stream, buffers, opaque, opaque_len[, status]), the
-        buffers the operands' then the results' device pointers, on the runtime's stream."""
+        buffers the operands' then the results' device pointers, on the runtime's stream;
+        typed-FFI (api_version 4) and host-staged steps have their own methods."""
         if step.get("host_staged"):
             self._host_staged_call(step)
+            return
+        if step["api_version"] == 4:
+            self._ffi_call(step)
             return
         function = self.invoker._custom_call_target(step["target"], step["api_version"])
         pointers = [self.device[b["root"]] + b["offset"]
@@ -326,6 +369,31 @@ class _Call:
                 raise CustomCallError(f"GPU custom call '{step['target']}' failed: {message}",
                                       hint="the target reported failure through its "
                                            "XlaCustomCallStatus")
+        finally:
+            lib.KilnStatusDestroy(status)
+
+    def _ffi_call(self, step: dict) -> None:
+        """XLA's typed FFI: the handler's prepare, initialize and execute stages with a call
+        frame of the operands' and results' device pointers (null for a token, as XLA
+        passes it) and the runtime's stream; a failure is a CustomCallError, as on the CPU."""
+        from .custom_call import runtime
+        site = self.invoker.ffi_site(step)
+        buffers = iter(step["operands"] + step["results"])   # the leaves that are not tokens
+        pointers = []
+        for element, _ in step["ffi"]["operands"] + step["ffi"]["results"]:
+            buffer = None if element == "!stablehlo.token" else next(buffers)
+            pointers.append(None if buffer is None
+                            else self.device[buffer["root"]] + buffer["offset"])
+        leaves = (ctypes.c_void_p * max(1, len(pointers)))(*pointers)
+        lib = runtime()
+        status = lib.KilnStatusCreate()
+        try:
+            alloc, free = self.rt.ffi_device_memory()
+            lib.kiln_ffi_call_on_device(site, leaves, self.rt.ffi_stream(), alloc, free, status)
+            if lib.KilnStatusFailed(status):
+                message = (lib.KilnStatusMessage(status) or b"").decode(errors="replace")
+                raise CustomCallError(message, hint="the FFI handler returned an error; the "
+                                                    "computation was stopped")
         finally:
             lib.KilnStatusDestroy(status)
 

@@ -41,8 +41,9 @@ def _cpu_stage(name: str) -> Stage:
 
 
 def _legalize_stage() -> Stage:
-    """The CPU target's `legalize` with, once JAX's op-like custom calls became ops, a check
-    naming any custom call, collective or host transfer left (the GPU cannot run them yet)."""
+    """The CPU target's `legalize` with, once JAX's op-like custom calls became ops, the GPU
+    custom calls, collectives and host transfers made plan calls, and a check naming any
+    custom call left (the GPU cannot run it)."""
     stage = _cpu_stage("legalize")
     steps = list(stage.steps)
     at = next(i for i, s in enumerate(steps) if str(s) == "kiln-lower-jax-custom-calls")

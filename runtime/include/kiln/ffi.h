@@ -11,7 +11,8 @@
  * long as the site); prepare, initialize and execute run in turn at every call (the states
  * prepare and initialize set, and scratch memory still allocated, are released after it).
  * On the CPU a handler gets no stream (PlatformStream decoding fails with "no stream") and no
- * thread pool; the GPU target passes its stream to kiln_ffi_call.
+ * thread pool; the GPU target passes its stream, and its device allocator for scratch memory,
+ * to kiln_ffi_call_on_device.
  *
  * Kiln-internal below: used by Kiln's Python side and its dispatcher. */
 #ifndef KILN_FFI_H_
@@ -58,6 +59,16 @@ void KilnCallSiteSetFfi(KilnCallSite* site, KilnFfiSite* ffi);
 /* One call: `leaves` are the args' then the rets' data pointers; `stream` is the device stream
  * (NULL on the CPU). A failure is recorded in `status` with the handler's message. */
 void kiln_ffi_call(KilnFfiSite* site, void** leaves, void* stream, XlaCustomCallStatus* status);
+
+/* Device memory for a handler's ScratchAllocator on a GPU: the signatures of the CUDA driver's
+ * cuMemAlloc_v2 and cuMemFree_v2 (0 is success), so the GPU target passes those. */
+typedef int (*KilnFfiDeviceAlloc)(void** data, size_t size);
+typedef int (*KilnFfiDeviceFree)(void* data);
+/* kiln_ffi_call whose scratch memory comes from `alloc` and goes back through `free` (both
+ * NULL: host memory, as kiln_ffi_call). */
+void kiln_ffi_call_on_device(KilnFfiSite* site, void** leaves, void* stream,
+                             KilnFfiDeviceAlloc alloc, KilnFfiDeviceFree free_,
+                             XlaCustomCallStatus* status);
 
 #ifdef __cplusplus
 }

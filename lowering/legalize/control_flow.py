@@ -17,6 +17,11 @@ upstream lowers them in place like any other op:
   the tensor. The op is marked SCALARIZE_ATTR, so the 0-d ops inside become scalar code
   (scalarize.py) and canonicalize folds each extract/from_elements pair: a loop of scalar
   steps then runs in registers, with no buffer allocated or copied per iteration.
+* Tokens carried by a `while` or returned by an `if`/`case` are dropped first
+  (`_without_tokens`): a token holds no data, and Kiln runs a program's effects in program
+  order, which is the order tokens impose. Inside a region a dropped token argument becomes a
+  fresh `stablehlo.after_all`, as does a dropped result after the op, so the effectful ops
+  that take tokens (custom calls, infeed, send...) still get one.
 * `stablehlo.optimization_barrier` -> its operands (it only constrains XLA's scheduling).
 * `stablehlo.get_dimension_size` -> a constant for static dimensions (shapes are refined
   before this point), `tensor.dim` otherwise.
@@ -129,7 +134,52 @@ def _finish(op: ir.Operation, new: ir.Operation, scalars: Sequence[int] = ()) ->
     replace_op(op, results)
 
 
+def _is_token(t: ir.Type) -> bool:
+    return str(t) == "!stablehlo.token"
+
+
+def _fresh_token(token_type: ir.Type) -> ir.Value:
+    return ir.Operation.create("stablehlo.after_all", results=[token_type]).result
+
+
+def _without_tokens(op: ir.Operation, carried: bool) -> ir.Operation:
+    """`op` (a while when `carried`, else an if or case) rebuilt without its token results
+    (and, for a while, its token operands and region arguments); `op` itself when it has none."""
+    types = [r.type for r in op.results]
+    drop = [i for i, t in enumerate(types) if _is_token(t)]
+    if not drop:
+        return op
+    keep = [i for i in range(len(types)) if i not in drop]
+    operands = list(op.operands)
+    if carried:
+        operands = [operands[i] for i in keep]
+    with ir.InsertionPoint(op), op.location:
+        new = ir.Operation.create(op.name, results=[types[i] for i in keep], operands=operands,
+                                  attributes={a.name: a.attr for a in op.attributes},
+                                  regions=len(op.regions))
+    for index, region in enumerate(op.regions):
+        block = _move_region(region, new.regions[index])
+        if carried:  # the token arguments: a fresh token at the top of the block
+            for i in reversed(drop):
+                argument = block.arguments[i]
+                with ir.InsertionPoint.at_block_begin(block), op.location:
+                    argument.replace_all_uses_with(_fresh_token(argument.type))
+                block.erase_argument(i)
+        ret = _terminator(block)
+        if not carried or index == 1:  # a body or branch (not a condition): tokens dropped
+            with ir.InsertionPoint(ret), ret.location:
+                ir.Operation.create(ret.name, operands=[ret.operands[i] for i in keep])
+            ret.erase()
+    with ir.InsertionPoint.after(new), op.location:
+        results, kept = [], iter(new.results)
+        for t in types:
+            results.append(_fresh_token(t) if _is_token(t) else next(kept))
+    replace_op(op, results)
+    return new
+
+
 def _lower_while(op: ir.Operation) -> None:
+    op = _without_tokens(op, carried=True)
     types = [r.type for r in op.results]
     scalars = _scalar_positions(types)
     with ir.InsertionPoint(op), op.location:
@@ -150,6 +200,7 @@ def _lower_while(op: ir.Operation) -> None:
 
 
 def _lower_if(op: ir.Operation) -> None:
+    op = _without_tokens(op, carried=False)
     types = [r.type for r in op.results]
     scalars = _scalar_positions(types)
     with ir.InsertionPoint(op), op.location:
@@ -164,6 +215,7 @@ def _lower_if(op: ir.Operation) -> None:
 
 
 def _lower_case(op: ir.Operation) -> None:
+    op = _without_tokens(op, carried=False)
     branches = len(op.regions)
     types = [r.type for r in op.results]
     scalars = _scalar_positions(types)

@@ -332,3 +332,59 @@ def test_in_place_updates_keep_jax_results(name):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
+
+
+# -- tokens through control flow ---------------------------------------------------------------------
+TOKEN_LOOP = """func.func @main(%x: tensor<4xf32>, %k: tensor<i32>) -> tensor<4xf32> {
+  %t0 = stablehlo.after_all : !stablehlo.token
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  %c1 = stablehlo.constant dense<1> : tensor<i32>
+  %c3 = stablehlo.constant dense<3> : tensor<i32>
+  %r:3 = stablehlo.while(%i = %c0, %t = %t0, %v = %x) : tensor<i32>, !stablehlo.token, tensor<4xf32>
+    cond {
+      %p = stablehlo.compare LT, %i, %c3 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %t2 = stablehlo.custom_call @record_step(%t, %i) {has_side_effect = true, api_version = 2 : i32} : (!stablehlo.token, tensor<i32>) -> !stablehlo.token
+      %n = stablehlo.add %i, %c1 : tensor<i32>
+      %w = stablehlo.add %v, %v : tensor<4xf32>
+      stablehlo.return %n, %t2, %w : tensor<i32>, !stablehlo.token, tensor<4xf32>
+    }
+  %big = stablehlo.compare GT, %k, %c1 : (tensor<i32>, tensor<i32>) -> tensor<i1>
+  %t3 = "stablehlo.if"(%big) ({
+    %a = stablehlo.custom_call @record_step(%r#1, %k) {has_side_effect = true, api_version = 2 : i32} : (!stablehlo.token, tensor<i32>) -> !stablehlo.token
+    stablehlo.return %a : !stablehlo.token
+  }, {
+    stablehlo.return %r#1 : !stablehlo.token
+  }) : (tensor<i1>) -> !stablehlo.token
+  %t4, %s = "stablehlo.case"(%k) ({
+    stablehlo.return %t3, %r#2 : !stablehlo.token, tensor<4xf32>
+  }, {
+    %b = stablehlo.custom_call @record_step(%t3, %c3) {has_side_effect = true, api_version = 2 : i32} : (!stablehlo.token, tensor<i32>) -> !stablehlo.token
+    %m = stablehlo.negate %r#2 : tensor<4xf32>
+    stablehlo.return %b, %m : !stablehlo.token, tensor<4xf32>
+  }) : (tensor<i32>) -> (!stablehlo.token, tensor<4xf32>)
+  return %s : tensor<4xf32>
+}
+"""
+
+
+def test_tokens_carried_by_loops_and_returned_by_branches_keep_effects_in_order():
+    steps = []
+
+    def record_step(results, operands, **_):
+        assert operands[0] is None and results[0] is None   # tokens: no data
+        steps.append(int(operands[1]))
+
+    kiln.register_custom_call("record_step", record_step)
+    try:
+        exe = kiln.compile(TOKEN_LOOP)
+        x = np.arange(4, dtype=np.float32)
+        for k, expected_steps, sign in ((0, [0, 1, 2], 1), (5, [0, 1, 2, 5, 3], -1)):
+            steps.clear()
+            out = exe(x, np.int32(k))
+            np.testing.assert_array_equal(out[0], sign * 8 * x)
+            assert steps == expected_steps
+    finally:
+        from kiln.runtime.custom_call import REGISTRY
+        REGISTRY.unregister("record_step", "cpu")

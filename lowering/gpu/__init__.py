@@ -9,6 +9,7 @@
 - control_flow.py: kiln-gpu-serial-kernels: while/if/case steering kernels stay on the
   host; serial work elsewhere (in their regions too) becomes one-thread kernels.
 - custom_calls.py: custom calls registered for the GPU (platform "CUDA") -> plan steps.
+- multi_output.py: multi-output fusion of elementwise producers used elsewhere too.
 - ptx.py: the outlined gpu.module -> LLVM IR (NVPTX) -> PTX (llvmlite, libdevice linked) ->
   cubin (ptxas), and ptxas's resource report.
 - supported.py: ops the GPU target cannot run yet (custom calls, collectives), named.
@@ -35,6 +36,10 @@ def register_passes(register) -> None:
     register("kiln-gpu-parallel-scatter", "stablehlo.scatter with an atomic combiner (add, "
              "max, min, or, and), unique indices or a replacing one -> a parallel loop, a "
              "thread per update element", scatter.parallel_scatters)
+    from . import multi_output
+    register("kiln-gpu-multi-output-fusion", "an elementwise producer whose result is also "
+             "used elsewhere -> computed in its consumer's generic, which writes both results "
+             "(one kernel, the result not read back)", multi_output.multi_output_fusion)
     register("kiln-gpu-dynamic-slices", "slices at computed offsets -> generics that "
              "compute the offset in each thread (no device value read on the host)",
              slices.dynamic_slices_as_gathers)

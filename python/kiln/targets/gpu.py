@@ -62,6 +62,7 @@ def gpu_stages(arch: str) -> list[Stage]:
                       "(XLA: loop fusion)", [
             "kiln-gpu-dynamic-slices",        # offsets computed in the kernels
             "linalg-fuse-elementwise-ops",
+            "kiln-gpu-multi-output-fusion",   # producers used elsewhere too: one kernel
             "canonicalize",
             "cse",
         ]),

@@ -132,6 +132,25 @@ def test_compile_time_cli_lists_every_program(capsys):
     assert main(["bench", "--compile-time", "no_such_program"]) == 1
 
 
+def test_bench_on_the_gpu_without_a_device_says_so_in_one_line(monkeypatch, capsys):
+    from kiln.runtime import cuda
+    monkeypatch.setattr(cuda, "no_device_reason",
+                        lambda: "no CUDA device: the driver reports none")
+    assert main(["bench", "--target", "gpu", "call_overhead"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--target gpu: no CUDA device" in err[0]
+    assert main(["bench", "--target", "no_such_target", "call_overhead"]) == 1
+
+
+def test_compile_time_of_another_target(capsys):
+    # GPU compile times need no GPU: the emulator's target compiles the same PTX pipeline
+    assert main(["bench", "--compile-time", "--target", "gpu-emulator", "--rounds", "1",
+                 "cos_scale"]) == 0
+    out = capsys.readouterr().out
+    assert "Kiln's target: gpu-emulator" in out
+    assert "geomean kiln/xla (all, 1 programs)" in out and "export/cos_scale" in out
+
+
 def test_memory_counts_what_a_call_makes_resident():
     # gelu's output is 4M f32 = 16 MB: a first call in a fresh process must make at least
     # that resident, on both peers; the memory table shows the pair.

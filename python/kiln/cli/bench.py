@@ -34,6 +34,11 @@ def add_parser(sub) -> None:
                        help="--compile-time: compiles of each program per compiler (median)")
     bench.add_argument("--opt-level", type=int, choices=(0, 1, 2, 3),
                        help="LLVM optimization level for Kiln (default: Kiln's)")
+    bench.add_argument("--target", default="cpu",
+                       help="Kiln's target: cpu (default), gpu (needs a CUDA device: calls "
+                            "include the copies to and from it; the xla peer runs on jax's "
+                            "default backend) or gpu-emulator; with --compile-time, any "
+                            "target, no device needed")
 
 
 def machine() -> dict:
@@ -72,14 +77,16 @@ def run(args) -> int:
         for w in WORKLOADS:
             print(f"{w.name:12} {w.note}")
         return 0
+    _check_target_runs_here(args.target)
     wanted = {"kiln", *[p.strip() for p in args.peers.split(",") if p.strip()]}
     peers = [p for p in peer_mod.all_peers() if p.name in wanted]
-    if args.opt_level is not None:
-        peers = [peer_mod.KilnPeer(opt_level=args.opt_level) if p.name == "kiln" else p
-                 for p in peers]
+    options = _kiln_options(args)
+    if options:
+        peers = [peer_mod.KilnPeer(**options) if p.name == "kiln" else p for p in peers]
     names = [p.name for p in peers]
     info = machine()
-    print(f"kiln bench: {info['cpu']}, {info['cores']} cores, {info['date']}", flush=True)
+    print(f"kiln bench: {info['cpu']}, {info['cores']} cores, {info['date']}"
+          + (f"; Kiln's target: {args.target}" if args.target != "cpu" else ""), flush=True)
     for p in peers:
         if p.missing:
             print(f"  {p.name}: missing: {p.missing}", flush=True)
@@ -103,6 +110,29 @@ def run(args) -> int:
     return 0
 
 
+def _kiln_options(args) -> dict:
+    """kiln.compile options from the command line (none: Kiln's defaults)."""
+    options = {} if args.opt_level is None else {"opt_level": args.opt_level}
+    if args.target != "cpu":
+        options["target"] = args.target
+    return options
+
+
+def _check_target_runs_here(target: str) -> None:
+    """Timing calls on the GPU needs a CUDA device: without one, say so before compiling
+    anything (compile times need none: --compile-time)."""
+    from ..errors import KilnError
+    from ..targets import get_target
+    get_target(target)  # an unknown target: its own error
+    if target == "gpu":
+        from ..runtime.cuda import no_device_reason
+        reason = no_device_reason()
+        if reason is not None:
+            raise KilnError(f"kiln bench --target gpu: {reason}",
+                            hint="run it where a GPU is; `kiln bench --compile-time --target "
+                                 "gpu` and `--target gpu-emulator` need none")
+
+
 def run_compile_time(args) -> int:
     from ..bench import compile_time
     selected = compile_time.programs(args.workloads)
@@ -110,10 +140,11 @@ def run_compile_time(args) -> int:
         for p in selected:
             print(p.name)
         return 0
-    options = {} if args.opt_level is None else {"opt_level": args.opt_level}
+    options = _kiln_options(args)
     info = machine()
     print(f"kiln bench --compile-time: {info['cpu']}, {info['cores']} cores, {info['date']}; "
-          f"{len(selected)} programs, {args.rounds} round(s), KILN_CACHE=0", flush=True)
+          f"{len(selected)} programs, {args.rounds} round(s), KILN_CACHE=0"
+          + (f", Kiln's target: {args.target}" if args.target != "cpu" else ""), flush=True)
     results = compile_time.run(selected, rounds=args.rounds, kiln_options=options,
                                log=lambda s: print(s, flush=True))
     print()

@@ -43,6 +43,27 @@ def _numeric_attr(attr: ir.Attribute) -> float:
     raise ValueError(attr)
 
 
+_ULP_ATTRS = ("max_ulp_difference", "min_ulp_difference")
+
+
+def _ulp_limit(op: ir.Operation, name: str, kind: str) -> int:
+    """A ULP bound as the reference reads it: an unsigned 64-bit integer (CheckOps.td's
+    UI64Attr), so the bits of `18446744073709551615 : i64` (what Kiln's i64 form parses it
+    to) mean 2^64-1, not -1."""
+    where = str(op.location)
+    try:
+        attr = ir.IntegerAttr(op.attributes[name])
+        width = ir.IntegerType(attr.type).width
+    except ValueError:
+        raise KilnError(f"check.{kind}: {name} must be an integer, not {op.attributes[name]}",
+                        location=where) from None
+    value = attr.value % (1 << width)  # its bits, unsigned
+    if value >= 1 << 64:
+        raise KilnError(f"check.{kind}: {name} = {value} does not fit in 64 bits",
+                        location=where, hint="ULP bounds are unsigned 64-bit integers")
+    return value
+
+
 def outline_checks(module: ir.Module, entry: str | None) -> None:
     func = find_entry(module, entry)
     block = body_block(func)
@@ -76,6 +97,9 @@ def outline_checks(module: ir.Module, entry: str | None) -> None:
             # check op is erased (that crashed the process).
             results = [true.result if r == op.results[0] else r for r in results]
         attrs = {n: _numeric_attr(op.attributes[n]) for n in _NUMERIC_ATTRS if n in op.attributes}
+        for name in _ULP_ATTRS:
+            if name in op.attributes:
+                attrs[name] = _ulp_limit(op, name, kind)
         if kind == "expect_serialized_eq":
             # compared after the call with what `interpreter.probe` recorded (collectives.py)
             attrs["probe_id"] = ir.StringAttr(op.attributes["probe_id"]).value

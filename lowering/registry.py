@@ -22,6 +22,7 @@ from torch_mlir import ir, passmanager
 
 from ..errors import KilnError
 from ..pipeline import PyPass, Step
+from . import call_bounds  # noqa: F401  (bounds inlining before any pipeline that inlines)
 
 PREFIX = "kiln-"
 
@@ -246,6 +247,10 @@ def _register_kiln_passes() -> None:
     # verify
     register("kiln-validate", "MLIR's verifier plus Kiln's input checks: only XLA dialects, "
              "no patterns known to crash MLIR", verify.validate_module)
+    from . import size_limits
+    register("kiln-check-buffer-sizes", "every tensor/memref type's byte size fits in 64 bits "
+             "and KILN_MAX_BUFFER_BYTES (default: physical memory), else a located error",
+             size_limits.check_buffer_sizes)
     # partition (seed 002's sharding passes)
     from . import spmd
     register("kiln-spmd-partition", "a global program with shardings (kiln.sharding, "
@@ -268,6 +273,10 @@ def _register_kiln_passes() -> None:
              "results, listed in the entry's kiln.checks", checks.outline_checks, **on_entry)
     register("kiln-fold-tuples", "get_tuple_element of a tuple folds to the operand; dead "
              "tuples are dropped", _fold_tuples_everywhere)
+    from . import bounded
+    register("kiln-pad-bounded-dims", "bounded dynamic dimensions (f32[<=N]) computed at their "
+             "bound, with their sizes and masks (XLA's dynamic padding)",
+             bounded.pad_bounded_dims, applies_to={"stablehlo.set_dimension_size"}, **on_entry)
     register("kiln-fold-dynamic-top-k", "stablehlo.dynamic_top_k custom calls with a constant "
              "k -> a static top-k (stable sort, slice)", dynamic_results.fold_dynamic_top_k)
     register("kiln-fold-dynamic-reduce-window", "stablehlo.dynamic_reduce_window custom calls "
@@ -287,12 +296,17 @@ def _register_kiln_passes() -> None:
              "add, saturating float->int convert, complex cbrt...)", semantics.fix_semantics)
     register("kiln-lower-jax-custom-calls", "JAX's op-like custom calls -> StableHLO: "
              "ApproxTopK (exact, a sort), dynamic_rng_bit_generator, device placement and "
-             "sharding annotations (identity), constant shape_assertions",
+             "sharding annotations (identity), constant shape_assertions; MHLO's mhlo.erf, "
+             "mhlo.topk... (torch_xla, TensorFlow) -> the ops they stand for",
              jax_targets.lower_jax_custom_calls)
     register("kiln-lower-control-flow", "stablehlo.while/if/case -> scf; "
              "optimization_barrier -> its operands", control_flow.lower_control_flow)
-    register("kiln-lower-rng-normal", "float stablehlo.rng (UNIFORM and NORMAL) -> a hashed "
-             "counter in StableHLO", rng.lower_rng)
+    from .legalize import batch_norm
+    register("kiln-lower-batch-norm", "stablehlo.batch_norm_inference/training/grad -> "
+             "reductions, broadcasts and elementwise ops that fuse (XLA's BatchNormExpander)",
+             batch_norm.lower_batch_norm)
+    register("kiln-lower-rng-normal", "stablehlo.rng (UNIFORM on floats and integers, NORMAL) "
+             "-> a hashed counter in StableHLO", rng.lower_rng)
     register("kiln-lower-scatter", "stablehlo.scatter -> scf loops over tensors",
              scatter.lower_scatters)
     register("kiln-lower-top-k", "stablehlo.sort read only through leading slices (top_k, "
@@ -306,7 +320,13 @@ def _register_kiln_passes() -> None:
              "cumprod, cummax...) -> a linear scan", scans.lower_cumulative_windows)
     register("kiln-widen-unsigned-slice-starts", "clamp unsigned dynamic_slice / "
              "dynamic_update_slice starts and widen them to i64", slicing.widen_unsigned_starts,
-             applies_to={"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"})
+             applies_to={"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice",
+                         "stablehlo.gather"})
+    from . import bounds_guards
+    register("kiln-guard-run-time-shapes", "check the sizes, indices and strides a program "
+             "computes at run time (real_dynamic_slice, dynamic_iota...) against the spec: a "
+             "violation stops the call with a located error", bounds_guards.guard_run_time_shapes,
+             applies_to=bounds_guards.GUARDED_OPS)
     register("kiln-push-slices-into-producers", "slice(pad) / slice(concatenate) -> pad / "
              "concatenate of slices: move only the kept elements",
              slicing.push_slices_into_producers, applies_to={"stablehlo.slice"})
@@ -322,6 +342,14 @@ def _register_kiln_passes() -> None:
              canonicalize_convolutions)
     register("kiln-lower-custom-calls", "stablehlo.custom_call -> a call of the runtime's "
              "dispatcher", custom_calls.lower_custom_calls)
+    from . import identity_ops
+    register("kiln-fold-identity-ops", "reshape/convert/transpose/broadcast_in_dim that change "
+             "nothing -> their operand (upstream crashes on a 0-d unsigned identity reshape)",
+             identity_ops.fold_identity_ops, applies_to=frozenset(identity_ops.IDENTITY_FOLDABLE))
+    from . import empty_values
+    register("kiln-fold-empty-values", "slices, gathers and pads with zero-element results "
+             "-> dense<> constants (upstream rejects an empty slice that starts at the end)",
+             empty_values.fold_empty_values, applies_to=frozenset(empty_values.EMPTY_FOLDABLE))
     # legalize, after upstream
     register("kiln-accurate-libm-calls", "math.log1p/expm1 -> libm calls (LLVM's log(1 + x) "
              "loses every digit for small x)", semantics.accurate_libm_calls,
@@ -349,7 +377,20 @@ def _register_kiln_passes() -> None:
              entry.emit_c_interface, **on_entry)
     register("kiln-copy-repeated-results", "return a copy where the entry returns one value "
              "twice", entry.copy_repeated_results, **on_entry)
+    from . import switches_as_ifs
+    register("kiln-switches-as-ifs", "scf.index_switch ops with tensor results -> scf.if "
+             "chains, which One-Shot Bufferize analyses correctly",
+             switches_as_ifs.switches_as_ifs, applies_to=frozenset({"scf.index_switch"}))
+    from . import if_chains_as_switches
+    register("kiln-if-chains-as-switches", "after bufferization, the scf.if chains "
+             "kiln-switches-as-ifs made -> scf.index_switch again (one GPU plan step)",
+             if_chains_as_switches.if_chains_as_switches, applies_to=frozenset({"scf.if"}))
     # codegen
+    from .codegen import empty_iterations
+    register("kiln-skip-empty-iterations", "linalg ops and copies over run-time shapes -> "
+             "under scf.if their iteration space is non-empty (no loop over [2^62, 0])",
+             empty_iterations.skip_empty_iterations,
+             applies_to=frozenset({"linalg.", "memref.copy"}))
     register("kiln-blas-calls", "large f32/f64 matrix products (complex too) and convolutions "
              "-> BLAS gemm/gemv calls", blas.blas_calls)
     register("kiln-order-loops", "permute linalg.generic dimensions so the innermost loop "

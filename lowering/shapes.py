@@ -163,6 +163,8 @@ def specialize(module: ir.Module, entry: str, arg_types: list[str], filename: st
     if dim_args:
         sizes = _dynamic_sizes(inputs[len(dim_args):], arg_types[len(dim_args):])
         values = _infer_values(module, dim_args, sizes, types, filename)
+    from .bounded import drop_argument_bounds
+    drop_argument_bounds(find_entry(module, "main"))  # f32[<=N] arguments: refined like `?`
     _refine(module, "main", values, types, filename)
     func = find_entry(module, "main")
     if symbol_name(func) != entry:

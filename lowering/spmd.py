@@ -220,6 +220,8 @@ def partition(module: ir.Module, entry: str | None = None) -> None:
     # JAX wraps its function in a @main that calls it: inlined, the markers at its
     # boundary meet the entry's arguments and results.
     from torch_mlir import passmanager
+    from .call_bounds import check_inlining_growth
+    check_inlining_growth(module, "<module>")
     passmanager.PassManager.parse("builtin.module(inline{default-pipeline=})",
                                   module.context).run(module.operation)
     with ir.Location.unknown(module.context):

@@ -8,8 +8,8 @@ from torch_mlir import ir
 
 def validate_module(module: ir.Module) -> None:
     from .guards import check_guards
-    from .trust import check_input
-    check_input(module)  # first: an untrusted program's dialects and symbols (trust.py)
+    from .trust import check_unless_imported
+    check_unless_imported(module)  # first: an untrusted program's dialects, attributes, symbols
     module.operation.verify()
     check_guards(module)
 

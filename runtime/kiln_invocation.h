@@ -12,7 +12,7 @@
 
 /* KilnInvoke's results besides 0 (finished). */
 enum { KILN_STOPPED_BY_CUSTOM_CALL = 1, KILN_STOPPED_OUT_OF_MEMORY = 2,
-       KILN_STOPPED_BY_INTERRUPT = 3 };
+       KILN_STOPPED_BY_INTERRUPT = 3, KILN_STOPPED_BY_RUNTIME_CHECK = 4 };
 
 typedef struct KilnInvocation {
   jmp_buf jump;

@@ -15,12 +15,16 @@
  * temporary behind; an allocation that cannot be met stops the program instead of handing
  * compiled code a NULL to write through.
  *
- * Environment: KILN_POOL_MB caps the bytes kept cached (default 512; 0 disables caching). */
+ * Environment: KILN_POOL_MB caps the bytes kept cached (default 512; 0 disables caching).
+ * KILN_MAX_BUFFER_BYTES caps one buffer (default: physical memory): a larger request stops
+ * the program like one that cannot be met (lowering/size_limits.py checks static shapes
+ * against the same limit at compile time). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln_invocation.h"
 
@@ -74,10 +78,32 @@ static size_t limit_bytes(void) {
   return (size_t)cache_limit;
 }
 
+/* KILN_MAX_BUFFER_BYTES, else physical memory; read once (racing first reads agree). */
+static size_t max_buffer_bytes(void) {
+  static size_t limit = 0;
+  if (limit == 0) {
+    const char* env = getenv("KILN_MAX_BUFFER_BYTES");
+    long long value = env ? atoll(env) : 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t physical = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)1 << 62;
+    limit = value > 0 ? (size_t)value : physical;
+    if (limit > ((size_t)1 << 62)) limit = (size_t)1 << 62; /* keeps the rounding below exact */
+  }
+  return limit;
+}
+
 void* _mlir_memref_to_llvm_alloc(size_t size) {
   KilnInvocation* invocation = kiln_current_invocation();
   void** owner = invocation ? &invocation->allocations : NULL;
-  if (size > ((size_t)1 << 62)) size = (size_t)1 << 62; /* keeps the rounding below exact */
+  if (size > max_buffer_bytes()) {
+    char message[200];
+    snprintf(message, sizeof message,
+             "out of memory: a temporary buffer of %zu bytes exceeds KILN_MAX_BUFFER_BYTES "
+             "(%zu bytes; default: physical memory)", size, max_buffer_bytes());
+    if (invocation) kiln_invocation_stop(invocation, KILN_STOPPED_OUT_OF_MEMORY, message);
+    fprintf(stderr, "kiln: %s (on a worker thread)\n", message);
+    abort(); /* a parallel-for worker cannot unwind the program; never write past a block */
+  }
   size_t capacity = size < KILN_POOL_MIN ? size : (size + 4095) & ~(size_t)4095;
   void* user = NULL;
   pthread_mutex_lock(&pool_lock);

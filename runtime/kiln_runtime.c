@@ -198,6 +198,24 @@ void kiln_check_interrupt(void) {
     kiln_invocation_stop(invocation, KILN_STOPPED_BY_INTERRUPT, "interrupted");
 }
 
+/* A run-time guard of the generated code failed (lowering/bounds_guards.py): an index, size or
+ * stride the program computed violates its op's constraint. `message` is the address of
+ * `length` bytes in the object code's constants (not NUL-terminated) naming the op, its place
+ * and the constraint. Guards are never inside a parallel-for (its bodies call nothing), so the
+ * calling thread owns the invocation and can jump back to it. */
+void kiln_runtime_check_failed(int64_t message, int64_t length) {
+  char text[1024];
+  size_t n = length < 0 ? 0 : (size_t)length < sizeof text - 1 ? (size_t)length : sizeof text - 1;
+  if (n) memcpy(text, (const char*)(intptr_t)message, n);
+  text[n] = '\0';
+  KilnInvocation* invocation = current_invocation;
+  if (!invocation || kiln_in_parallel_for) {
+    fprintf(stderr, "kiln: run-time check failed outside KilnInvoke: %s\n", text);
+    abort(); /* never continue past a violated bound */
+  }
+  kiln_invocation_stop(invocation, KILN_STOPPED_BY_RUNTIME_CHECK, text);
+}
+
 int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status) {
   KilnInvocation invocation;
   KilnInvocation* outer = current_invocation;

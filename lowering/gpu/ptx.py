@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...errors import KilnError
+from ..llvm_function_attributes import check_device_function_attributes
 from ..llvm_text import for_older_llvm
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -86,6 +87,9 @@ def device_llvm_ir(module: ir.Module) -> str:
         # each module's globals (shared memory: `__wg_<function>_<n>`, where every kernel's
         # function is named alike) made unique by the module's name, uses included
         ops = [op.operation for op in gpu_module.regions[0].blocks[0].operations]
+        for op in ops:  # the trust boundary's far end, as on the CPU (trust.py)
+            if op.name == "llvm.func":
+                check_device_function_attributes(op)
         owned = [_symbol(op) for op in ops if op.name == "llvm.mlir.global"]
         rename = re.compile(r"@(" + "|".join(map(re.escape, owned)) + r")(?![\w.$])") \
             if owned else None

@@ -25,6 +25,7 @@ from torch_mlir import ir
 from ...distributed import groups as G
 from ...errors import KilnError
 from ..patterns import pattern_pass
+from .collective_shapes import check_result_shapes
 from .hlo_builder import HloBuilder, replace_op, shape
 
 TARGET = "kiln.collective."
@@ -135,6 +136,7 @@ def _stacked_type(value_type: ir.Type, count: int) -> ir.RankedTensorType:
 def _reducing(op: ir.Operation, short: str, stacked_target: str, extra: dict,
               out_types: list[ir.Type], root_only: bool = False) -> None:
     groups = _resolved(op, short)
+    check_result_shapes(op, short if short == "reduce_scatter" else "all_reduce", groups, **extra)
     config = {"groups": groups, **extra}
     kind = _combiner(op)
     if kind is not None:
@@ -188,6 +190,7 @@ def _reduce_scatter(op):
 
 def _all_gather(op):
     groups = _resolved(op, "all_gather")
+    check_result_shapes(op, "all_gather", groups, dim=_int_attr(op, "all_gather_dim"))
     call = _call(op, "all_gather", op.operands, [r.type for r in op.results],
                  {"groups": groups, "dim": _int_attr(op, "all_gather_dim")})
     replace_op(op, list(call.results))
@@ -199,6 +202,8 @@ def _all_to_all(op):
     if any(len(g) != count for g in groups):
         raise KilnError(f"all_to_all: split_count {count} does not match its groups {groups}",
                         location=_where(op))
+    check_result_shapes(op, "all_to_all", groups, split_dim=_int_attr(op, "split_dimension"),
+                        concat_dim=_int_attr(op, "concat_dimension"))
     call = _call(op, "all_to_all", op.operands, [r.type for r in op.results],
                  {"groups": groups, "split_dim": _int_attr(op, "split_dimension"),
                   "concat_dim": _int_attr(op, "concat_dimension")})
@@ -217,6 +222,7 @@ def _collective_permute(op):
             any(not 0 <= i < limit for p in pairs for i in p):
         raise KilnError(f"collective_permute: source_target_pairs {pairs} must name each "
                         f"source and target once, within 0..{limit - 1}", location=_where(op))
+    check_result_shapes(op, "collective_permute", domains)
     call = _call(op, "collective_permute", op.operands, [r.type for r in op.results],
                  {"groups": domains, "pairs": pairs})
     replace_op(op, list(call.results))
@@ -224,6 +230,7 @@ def _collective_permute(op):
 
 def _collective_broadcast(op):
     groups = _resolved(op, "collective_broadcast")
+    check_result_shapes(op, "collective_broadcast", groups)
     call = _call(op, "collective_broadcast", op.operands, [r.type for r in op.results],
                  {"groups": groups})
     replace_op(op, list(call.results))
@@ -280,6 +287,41 @@ def _dynamic_root_broadcast(op):
     replace_op(op, list(call.results))
 
 
+def _ragged_all_to_all(op):
+    """JAX's `ragged_all_to_all` custom call (HLO's ragged-all-to-all imports as it): groups
+    and channel sit in its dictionary backend config; grouped like all_to_all."""
+    cfg = op.attributes["backend_config"] if "backend_config" in op.attributes else None
+    if not isinstance(cfg, ir.DictAttr) or "replica_groups" not in cfg:
+        raise KilnError("ragged_all_to_all needs a {replica_groups = ...} backend_config",
+                        location=_where(op), hint="write it as lax.ragged_all_to_all does")
+    if len(op.operands) != 6 or len(op.results) != 1:
+        raise KilnError("ragged_all_to_all takes (input, output, input_offsets, send_sizes, "
+                        "output_offsets, recv_sizes) and returns one array", location=_where(op))
+    channel = ir.IntegerAttr(cfg["channel_id"]).value if "channel_id" in cfg else 0
+    attr = ir.DenseElementsAttr(cfg["replica_groups"])
+    rows, cols = ir.RankedTensorType(attr.type).shape
+    listed = [[v for v in row if v >= 0] for row in np.array(attr).reshape(rows, cols).tolist()]
+    replicas, partitions = G.device_counts(op)
+    try:
+        groups = G.process_groups(G.mode("all_to_all", channel, False), listed, replicas,
+                                  partitions)
+    except KilnError as exc:
+        exc.location = exc.location or _where(op)
+        raise
+    if len({len(g) for g in groups}) != 1:
+        raise KilnError(f"ragged_all_to_all: replica groups of unequal size {groups}",
+                        location=_where(op), hint="every group must have the same size")
+    call = _call(op, "ragged_all_to_all", op.operands, [op.results[0].type], {"groups": groups})
+    replace_op(op, list(call.results))
+
+
+def _collective_custom_call(op):
+    target = ir.StringAttr(op.attributes["call_target_name"]).value
+    if target == "ragged_all_to_all":
+        return _ragged_all_to_all(op)
+    return _dynamic_root_broadcast(op)
+
+
 def _outfeed(op):
     call = _call(op, "outfeed", op.operands, [r.type for r in op.results], {})
     replace_op(op, list(call.results))
@@ -301,5 +343,5 @@ lower_collectives = pattern_pass({
     "stablehlo.outfeed": _outfeed,
     "interpreter.print": _print,
     "interpreter.probe": _probe,
-    "stablehlo.custom_call": _dynamic_root_broadcast,
+    "stablehlo.custom_call": _collective_custom_call,
 })

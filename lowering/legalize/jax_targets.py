@@ -19,6 +19,8 @@ StableHLO before `kiln-lower-custom-calls` sees them:
   op's location). Otherwise it stays a call of the built-in Python target `shape_assertion`
   (python/kiln/runtime/jax_checks.py), which raises the same error when run, with the error
   message passed as the call's string backend_config.
+* `mhlo.erf`, `mhlo.topk` and the other `mhlo.*` ops StableHLO lacks (what torch_xla and
+  TensorFlow write): ops of the same meaning that Kiln lowers (mhlo_targets.py).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from ...errors import KilnError
 from ...runtime.jax_checks import format_assertion
 from ..ir_util import constant_ints
 from ..patterns import pattern_pass
+from . import mhlo_targets
 from .hlo_builder import HloBuilder, replace_op
 
 _IDENTITY_TARGETS = {"annotate_device_placement", "Sharding", "SPMDFullToShardShape",
@@ -202,6 +205,8 @@ def _lower_at(op: ir.Operation, name: str) -> bool | None:
         replace_op(op, list(op.operands))
     elif name == "shape_assertion":
         return _lower_shape_assertion(op)
+    elif name in mhlo_targets.TARGETS:
+        replace_op(op, mhlo_targets.lower(op, name))
     else:
         return False
     return None

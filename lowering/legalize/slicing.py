@@ -1,4 +1,4 @@
-"""dynamic_slice / dynamic_update_slice with unsigned start indices.
+"""dynamic_slice / dynamic_update_slice (and gather) with unsigned start indices.
 
 Upstream casts the start indices to `index` as if they were signed, so a ui8 255 or a ui64
 above 2^63 becomes negative and clamps to 0 instead of to the last position that fits. Kiln
@@ -14,6 +14,9 @@ from ..ir_util import walk
 
 def widen_unsigned_starts(module: ir.Module) -> None:
     for op in list(walk(module.operation)):
+        if op.name == "stablehlo.gather":
+            _bound_unsigned_gather_indices(op)
+            continue
         if op.name == "stablehlo.dynamic_slice":
             first = 1
         elif op.name == "stablehlo.dynamic_update_slice":
@@ -41,6 +44,30 @@ def widen_unsigned_starts(module: ir.Module) -> None:
                                           operands=[start, bound.result])
                 wide = ir.Operation.create("stablehlo.convert", results=[i64], operands=[low.result])
             op.operands[first + k] = wide.result
+
+
+def _bound_unsigned_gather_indices(op: ir.Operation) -> None:
+    """gather clamps each start index to [0, dim - size] like dynamic_slice, and upstream
+    reads ui64 indices as signed: 2^64 - 1 became -1 and clamped to 0 instead of to the end.
+    Bounding them by the largest operand dimension first (an unsigned min, exact since the
+    clamp bound never exceeds it) leaves every value the clamp treats alike. Narrower unsigned
+    indices are zero-extended upstream, which is already exact."""
+    indices = op.operands[1]
+    itype = ir.RankedTensorType(indices.type)
+    element = itype.element_type
+    shape = ir.RankedTensorType(op.operands[0].type).shape
+    if not (isinstance(element, ir.IntegerType) and element.is_unsigned and element.width == 64) \
+            or not itype.has_static_shape \
+            or any(d == ir.ShapedType.get_dynamic_size() for d in shape):
+        return
+    with ir.InsertionPoint(op), op.location:
+        bound = ir.Operation.create(
+            "stablehlo.constant", results=[itype],
+            attributes={"value": ir.DenseElementsAttr.get_splat(
+                itype, ir.IntegerAttr.get(element, max(shape, default=0)))})
+        low = ir.Operation.create("stablehlo.minimum", results=[itype],
+                                  operands=[indices, bound.result])
+    op.operands[1] = low.result
 
 
 # --- Slices pushed into the pads and concatenations they read ------------------------------

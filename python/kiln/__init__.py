@@ -6,7 +6,12 @@
 """
 from __future__ import annotations
 
-from .driver import Executable
+# First, before anything imports torch_mlir: load its LLVM so that its symbols stay private
+# (TensorFlow imported before Kiln aborted the process; see mlir_loading.py).
+from . import mlir_loading as _mlir_loading
+_mlir_loading.load_privately()
+
+from .driver import Executable  # noqa: E402
 from .errors import CheckFailure, KilnError, api_boundary
 from .jit import jit
 from .runtime.custom_call import register_custom_call, register_custom_call_library

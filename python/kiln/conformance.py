@@ -41,7 +41,9 @@ class FileResult:
 def discover(paths: list[str]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
-        files.extend(sorted(p.rglob("*.mlir")) if p.is_dir() else [p])
+        # .hlo: HLO text, for the HLO-only ops (tests/conformance/ops/async_start_done.hlo)
+        files.extend(sorted(f for f in p.rglob("*") if f.suffix in (".mlir", ".hlo"))
+                     if p.is_dir() else [p])
     return files
 
 
@@ -70,8 +72,10 @@ def _run_case(source: str, filename: str, entry: str | None) -> CaseResult:
     import kiln
     from kiln.runtime import checks as check_eval
     from kiln import parallel_programs
-    if entry is None and parallel_programs.has_run_parallel(source):
-        _, outcomes = parallel_programs.run_parallel_module(source, filename)
+    parallel = parallel_programs.parse_if_run_parallel(source, filename) if entry is None \
+        else None
+    if parallel is not None:
+        _, outcomes = parallel_programs.run_parallel_module(parallel, filename)
         failed = [o for o in outcomes if not o.passed]
         return CaseResult("main", not failed, str(failed[0]) if failed else
                           f"{len(outcomes)} checks over several devices")
@@ -122,11 +126,29 @@ def _cases(text: str) -> list[tuple[str, str | None]]:
     return cases
 
 
+def _read_text(path: str) -> str:
+    """A test file's text; a zip archive (a `.kx` executable) or bytes that are not UTF-8
+    are a KilnError, never run or misread."""
+    from kiln.errors import KilnError
+    from kiln.frontend.detect import refuse_archive
+    data = Path(path).read_bytes()
+    refuse_archive(data, path)
+    try:
+        # as text-mode reading did: universal newlines
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise KilnError(f"is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        location=path) from None
+
+
 def run_file(path: str) -> FileResult:
     """Run one file in this process (the parent isolates it)."""
     from kiln.errors import KilnError
     start = time.perf_counter()
-    text = Path(path).read_text()
+    try:
+        text = _read_text(path)
+    except KilnError as exc:
+        return FileResult(path, False, exc.one_line(), time.perf_counter() - start)
     results = []
     for chunk, entry in _cases(text):
         try:

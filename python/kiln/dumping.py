@@ -13,6 +13,7 @@ do not collide and sort by compile:
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 import threading
@@ -33,9 +34,20 @@ def next_module_id() -> int:
         return next(_module_ids)
 
 
+# The longest program name a dump file's name keeps: file systems allow 255 bytes per name, and
+# the prefix, stage and suffix need room ("module_0000." ... ".02.optimize.canonicalize.mlir").
+MAX_NAME = 64
+
+
 def sanitize(name: str) -> str:
-    """`name` as one file-name component: no dots, slashes or brackets."""
-    return re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "module"
+    """`name` as one file-name component: no dots, slashes or brackets, and at most MAX_NAME
+    characters (a longer one keeps its start and gets a digest of the whole, so that two long
+    names stay apart)."""
+    clean = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "module"
+    if len(clean) <= MAX_NAME:
+        return clean
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{clean[:MAX_NAME - len(digest) - 1]}-{digest}"
 
 
 def program_name(module: ir.Module, filename: str) -> str:

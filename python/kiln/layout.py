@@ -645,19 +645,26 @@ class _Parser:
             self.error(f"expected a shape (element type such as f32, s32, pred, token), got '{name or self.peek()}'")
         dims, dyn = [], []
         if self.accept("["):
+            self.skip_ws()  # XLA's parser takes `f32[4, <=8]` as well as `f32[4,<=8]`
             if not self.accept("]"):
                 while True:
+                    self.skip_ws()
                     if self.accept("?"):
                         dims.append(-1)
                         dyn.append(True)
                     elif self.accept("<="):
+                        self.skip_ws()
                         dims.append(self.int_("dimension bound"))
                         dyn.append(True)
                     else:
                         dims.append(self.int_("dimension size"))
                         dyn.append(False)
+                    end = self.pos
+                    self.skip_ws()
                     if self.accept("]"):
                         break
+                    if not self.text.startswith(",", self.pos):
+                        self.pos = end  # report where the dimension ended
                     self.expect(",", "between dimension sizes")
         elif name not in ("token", "opaque"):
             self.error(f"expected '[' after element type '{name}'")

@@ -6,6 +6,7 @@ path is searched.
 """
 from __future__ import annotations
 
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -19,8 +20,20 @@ def _package_dirs() -> list[Path]:
     return list(dict.fromkeys(d.resolve() for d in dirs))
 
 
+# A runtime library built another way (tests/sanitizers/run.sh: AddressSanitizer and UBSan)
+# used instead of the installed one; the sanitizer job sets it, nothing else should.
+RUNTIME_LIBRARY_ENV = "KILN_RUNTIME_LIBRARY"
+
+
 @lru_cache(maxsize=None)
 def runtime_library() -> Path:
+    chosen = os.environ.get(RUNTIME_LIBRARY_ENV)
+    if chosen:
+        path = Path(chosen)
+        if not path.is_file():
+            raise KilnError(f"{RUNTIME_LIBRARY_ENV}={chosen} is not a file",
+                            hint=f"unset {RUNTIME_LIBRARY_ENV} to use the installed runtime")
+        return path.resolve()
     for d in _package_dirs():
         found = sorted((d / "_native").glob("libkiln_runtime*.so"))
         if found:

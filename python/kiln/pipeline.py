@@ -23,6 +23,7 @@ once (`reuse_pass_managers`).
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -243,6 +244,11 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
     unchanged, MLIR's failures become one located KilnError."""
     if not steps:
         return
+    if BEFORE_INLINING and any(isinstance(step, str) and _INLINE.search(step) for step in steps):
+        # Before MLIR's inliner copies bodies: a program whose calls multiply is refused.
+        with module.context:
+            for check in BEFORE_INLINING:
+                check(module, filename)
     if observe is not None:
         steps = _with_observer(steps, observe)
     check_after, check_at_end = _checks(steps)
@@ -279,6 +285,13 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
                 raise host.failure
     if key is not None:
         _reused.give_back(module, key, manager, host)
+
+
+# Checks run on a module before any pipeline that holds MLIR's inliner: `check(module,
+# filename)` raises a located KilnError. The passes register theirs (kiln.lowering.call_bounds
+# bounds the growth of inlining) so that this layer does not import the one above it.
+BEFORE_INLINING: list[Callable[[ir.Module, str], None]] = []
+_INLINE = re.compile(r"(?<![\w-])inline(?![\w-])")  # MLIR's inliner in pass-pipeline text
 
 
 def _pipeline_key(stage: str, steps: list[Step], check_after: list[bool]) -> tuple:

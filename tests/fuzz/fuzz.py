@@ -1,14 +1,16 @@
 """A seeded mutation fuzzer for Kiln's front ends, compiler and runtime.
 
 Each mutant of a seed program (conformance data, HLO dumps, JAX exports, portable artifacts)
-is compiled and, when its arguments are small, run on zeros, in a forked child with a memory
-cap and a time limit. Outcomes:
+is compiled and, when its arguments are small, run on zeros, in a long-lived worker process
+with a memory cap and a time limit per mutant (tests/fuzz/workers.py: a worker that dies or
+hangs is replaced, and its mutant rerun alone). Outcomes:
 
     ok         compiled (and ran)
     error      a KilnError (or CheckFailure): the located, user-facing failure Kiln promises
-    stray      any other exception, or Kiln's InternalError: a bug
-    signal     the child died (SIGSEGV, SIGABRT...): a bug, and a dead user process
-    hang       the child ran past the time limit: a bug
+    internal   Kiln's InternalError: a bug
+    stray      any other exception: a bug
+    signal     the worker died (SIGSEGV, SIGABRT...): a bug, and a dead user process
+    hang       the worker ran past the time limit: a bug
 
 Only `ok` and `error` are acceptable. CI runs a small sample (tests/py/test_fuzz.py); a large
 campaign runs on demand:
@@ -20,18 +22,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import multiprocessing
 import os
 import random
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("KILN_SHARED", REPO.parent / "shared"))
-BAD = ("stray", "signal", "hang")
+BAD = ("stray", "internal", "signal", "hang")
 
 
 @dataclass
@@ -174,20 +177,13 @@ MUTATIONS = [byte_flip, token_edit, number_swap, dimension_swap, truncate]
 
 
 # -- running ----------------------------------------------------------------------------------
-def _child(data: bytes, send) -> None:
-    os.environ["KILN_READ_TIMEOUT"] = "20"  # Kiln's reader process gives up before we do
-    # This child is the isolation: compile in it, so a compiler crash shows as its signal
-    # (in a compile worker it would be a KilnError naming the signal, counted the same below).
-    os.environ["KILN_COMPILE_IN_PROCESS"] = "1"
-    os.environ["KILN_CACHE"] = "0"
-    import resource
-    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))  # a runaway allocation fails
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # MLIR prints diagnostics as it fails
-    import faulthandler
-    faulthandler.disable()
+def run_mutant(data: bytes) -> tuple[str, str]:
+    """Compile `data` and, when its arguments are small, run it on zeros: in a fuzz worker
+    (tests/fuzz/workers.py), which compiles in its own process, so a compiler crash shows as
+    the worker's signal."""
+    import numpy as np
+    import kiln
     try:
-        import numpy as np
-        import kiln
         exe = kiln.compile(data, filename="mutant")
         specs = exe.arg_specs
         shapes = [tuple(2 if d is None else d for d in s.shape) for s in specs]
@@ -195,75 +191,86 @@ def _child(data: bytes, send) -> None:
                    for s, s_ in zip(shapes, specs))
         if size <= 64 << 20:
             exe.run_checks(*[np.zeros(s, spec.dtype) for s, spec in zip(shapes, specs)])
-        send.send(("ok", ""))
+        return "ok", ""
     except kiln.errors.InternalError as exc:  # Kiln's own bug, caught at its API boundary
-        send.send(("stray", exc.one_line()[:300]))
+        import workers
+        return "internal", workers.internal_error_detail(exc)[:500]
     except kiln.KilnError as exc:
         crashed = "crashed (SIG" in exc.message and "compiling" in exc.message
-        send.send(("signal" if crashed else "error", exc.one_line()[:300]))
+        return ("signal" if crashed else "error"), exc.one_line()[:300]
     except BaseException as exc:  # noqa: BLE001 - what the fuzzer is looking for
-        send.send(("stray", f"{type(exc).__name__}: {str(exc)[:300]}"))
+        return "stray", f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _warm_up() -> None:
+    run_mutant(b"func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n"
+               b"  %y = stablehlo.add %x, %x : tensor<2xf32>\n  return %y : tensor<2xf32>\n}")
 
 
 def run_one(data: bytes, timeout: float) -> tuple[str, str]:
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(data, send))
-    child.start()
-    send.close()
-    try:
-        reply = receive.recv() if receive.poll(timeout) else None
-    except EOFError:  # the child died before answering
-        reply = None
-    if reply is None and child.is_alive():
-        child.kill()
-        child.join()
-        return "hang", f"no answer in {timeout:.0f} s"
-    child.join()
-    if reply is None:
-        return "signal", f"exit code {child.exitcode}"
-    return reply
+    """One mutant in a fresh worker (slow: for a single case; campaigns reuse workers)."""
+    (outcome,) = _run([("one", "", data)], jobs=1, timeout=timeout)
+    return outcome.kind, outcome.detail
 
 
 SAVE_DIR: Path | None = None  # where bad mutants are written (--save)
 
 
-def _job(args) -> Outcome:
-    seed, mutation, data, timeout = args
-    kind, detail = run_one(data, timeout)
-    if SAVE_DIR is not None and kind in BAD:
-        SAVE_DIR.mkdir(parents=True, exist_ok=True)
-        (SAVE_DIR / f"{kind}-{abs(hash(data)) % 10**8:08d}-{seed}").write_bytes(data)
-    return Outcome(seed, mutation, kind, detail)
+def _run(work, jobs: int, timeout: float, report=None, deadline=None) -> list[Outcome]:
+    """work: an iterable of (seed name, mutation name, data), consumed lazily (a campaign's
+    mutants are made as workers ask for them, so 20,000 are never all in memory)."""
+    import workers
+    pool = workers.Pool(workers.script_argv(__file__, "--worker"), jobs=jobs, timeout=timeout,
+                        memory=6 << 30, deadline=deadline)
+    in_flight: dict[int, tuple] = {}
+    by_key: dict[int, Outcome] = {}
+
+    def cases():
+        for i, item in enumerate(work):
+            in_flight[i] = item
+            yield i, item[2]
+
+    try:
+        for result in pool.run(cases()):
+            seed, mutation, data = in_flight.pop(result.key)
+            if result.kind == "reply":
+                kind, detail = result.reply
+            else:
+                kind = result.kind
+                detail = result.detail + ("" if result.reproduced is None else
+                                          " (reproduced alone)" if result.reproduced else
+                                          " (NOT reproduced alone)")
+            if SAVE_DIR is not None and kind in BAD:
+                SAVE_DIR.mkdir(parents=True, exist_ok=True)
+                (SAVE_DIR / f"{kind}-{result.key:06d}-{seed}").write_bytes(data)
+            outcome = Outcome(seed, mutation, kind, detail)
+            by_key[result.key] = outcome
+            if report:
+                report(outcome)
+    finally:
+        pool.cleanup()
+    return [by_key[i] for i in sorted(by_key)]
 
 
 def campaign(count: int, seed: int = 0, jobs: int = 1, timeout: float = 60.0,
-             report=None) -> list[Outcome]:
+             report=None, deadline: float | None = None) -> list[Outcome]:
+    """`count` mutants of seed programs, run on `jobs` long-lived workers (restarted after a
+    crash; every signal and hang is rerun alone to see whether it reproduces)."""
     rng = random.Random(seed)
     corpus = seeds(rng)
-    work = []
-    for _ in range(count):
-        s = rng.choice(corpus)
-        mutate = rng.choice(MUTATIONS)
-        work.append((s.name, mutate.__name__, mutate(s.data, rng), timeout))
-    outcomes = []
-    if jobs <= 1:
-        results = map(_job, work)
-    else:
-        # Threads only wait on forked children, so a thread pool is enough (and keeps the
-        # children forked from this process, which never runs compiled code itself).
-        from concurrent.futures import ThreadPoolExecutor
-        results = ThreadPoolExecutor(jobs).map(_job, work)
-    for outcome in results:
-        outcomes.append(outcome)
-        if report:
-            report(outcome)
-    return outcomes
+
+    def mutants():
+        for _ in range(count):
+            s = rng.choice(corpus)
+            mutate = rng.choice(MUTATIONS)
+            yield s.name, mutate.__name__, mutate(s.data, rng)
+
+    return _run(mutants(), jobs, timeout, report, deadline)
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, int]:
     counts = collections.Counter(o.kind for o in outcomes)
-    return {k: counts.get(k, 0) for k in ("ok", "error", "stray", "signal", "hang")}
+    return {k: counts.get(k, 0) for k in ("ok", "error", "stray", "internal", "signal", "hang")}
 
 
 def main(argv=None) -> int:
@@ -273,11 +280,17 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per mutant")
     parser.add_argument("--json", help="write every outcome here")
-    parser.add_argument("--show", default="stray,signal,hang", help="outcome kinds to print")
+    parser.add_argument("--show", default="stray,internal,signal,hang", help="outcome kinds to print")
     parser.add_argument("--save", help="write every bad mutant into this directory")
+    parser.add_argument("--until", metavar="HH:MM", help="start no mutant after this UTC time")
     parser.add_argument("--make-binary-seeds", nargs=2, metavar=("TEXTS", "OUT"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        import workers
+        workers.serve(run_mutant, _warm_up)
+        return 0
     if args.make_binary_seeds:
         import pickle
         texts = [Seed(*t) for t in pickle.loads(Path(args.make_binary_seeds[0]).read_bytes())]
@@ -288,11 +301,18 @@ def main(argv=None) -> int:
     global SAVE_DIR
     SAVE_DIR = Path(args.save) if args.save else None
     start = time.monotonic()
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    import workers
     outcomes = campaign(args.count, args.seed, args.jobs, args.timeout,
                         report=lambda o: o.kind in show and print(
-                            f"{o.kind}: {o.seed} ({o.mutation}): {o.detail}", flush=True))
+                            f"{o.kind}: {o.seed} ({o.mutation}): {o.detail}", flush=True),
+                        deadline=workers.deadline(args.until))
     counts = summary(outcomes)
-    print(f"{len(outcomes)} mutants in {time.monotonic() - start:.0f} s: "
+    seconds = time.monotonic() - start
+    print(f"mutation campaign, seed {args.seed}, {len(outcomes)} of {args.count} mutants asked, "
+          f"started {started}, ended {time.strftime('%H:%M:%S UTC', time.gmtime())}")
+    print(f"{len(outcomes)} mutants in {seconds:.0f} s with {args.jobs} jobs "
+          f"({len(outcomes) / max(seconds, 1e-9):.1f} mutants/s): "
           + ", ".join(f"{v} {k}" for k, v in counts.items()))
     if args.json:
         Path(args.json).write_text(json.dumps([o.__dict__ for o in outcomes], indent=1))

@@ -214,6 +214,17 @@ LAYOUTS = [
 INTS = {"i8": np.int8, "ui8": np.uint8}
 
 
+def widened_integer_route(lhs, dims: str, a_type: str, b_type: str) -> str:
+    """Where an 8-bit product goes without AMX (lowering/codegen/products.py): sgemm when every
+    partial sum stays an exact f32 (|sum| <= 2^24), in one pass or in K chunks of at least 256
+    (at most 16), else dgemm. uint8 reaches 255, int8 128."""
+    depth = lhs[int(re.search(r"contracting_dims = \[(\d+)\]", dims).group(1))]
+    per_step = (255 if a_type == "ui8" else 128) * (255 if b_type == "ui8" else 128)
+    chunks = -(-depth // ((1 << 24) // per_step))
+    fits = chunks == 1 or (depth // chunks >= 256 and chunks <= 16)
+    return "kiln_blas_sgemm" if fits else "kiln_blas_dgemm"
+
+
 @pytest.mark.parametrize("lhs,rhs,out,dims,spec", LAYOUTS)
 def test_bf16_products_with_f32_results(lhs, rhs, out, dims, spec, rng):
     exe = kiln.compile(dot_general(lhs, rhs, out, dims, "bf16", "bf16", "f32"))
@@ -231,7 +242,7 @@ def test_bf16_products_with_f32_results(lhs, rhs, out, dims, spec, rng):
 def test_8bit_products_with_int32_results_are_exact(lhs, rhs, out, dims, spec, a_type, b_type,
                                                      rng):
     exe = kiln.compile(dot_general(lhs, rhs, out, dims, a_type, b_type, "i32"))
-    assert called(exe) == expected_route("i8")
+    assert called(exe) == expected_route("i8", widened_integer_route(lhs, dims, a_type, b_type))
     a, b = operand(rng, lhs, INTS[a_type]), operand(rng, rhs, INTS[b_type])
     (got,) = exe(a, b)
     assert got.dtype == np.int32

@@ -73,7 +73,7 @@ def test_every_jax_target_name_is_registered():
     assert all(names[n] is f for n, f, _, _ in calls)
     # Built in: importing kiln registers them with the default registry.
     from kiln.runtime.custom_call import REGISTRY
-    assert REGISTRY.lookup("lapack_spotrf_ffi").function is lapack.potrf
+    assert REGISTRY.lookup("lapack_spotrf_ffi").function.__wrapped__ is lapack.potrf
     with pytest.raises(KilnError, match="register_custom_call"):
         lapack.register_lapack_targets(object())
 

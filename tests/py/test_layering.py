@@ -26,7 +26,8 @@ SOURCES = {"kiln": ROOT / "python" / "kiln", "kiln.lowering": ROOT / "lowering",
 # one layer are independent of each other.
 LAYERS: list[tuple[str, list[str]]] = [
     ("errors", ["kiln.errors"]),
-    ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout", "kiln.version"]),
+    ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout", "kiln.version",
+                   "kiln.mlir_loading"]),
     # Several devices: shardings and groups as data, the fabric and collectives at run time.
     ("devices", ["kiln.distributed"]),
     ("dialects (check, kiln, sdy)", ["kiln.dialects"]),
@@ -44,6 +45,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("driver", ["kiln.driver"]),
     ("kiln.jit", ["kiln.jit"]),
     ("public API", ["kiln"]),
+    # JAX's PJRT plugin: JAX programs compiled and run through the public API.
+    ("PJRT plugin", ["kiln.pjrt"]),
     # interpreter.run_parallel: several programs compiled through the public API, run together
     ("several programs", ["kiln.parallel_programs"]),
     ("tools", ["kiln.conformance", "kiln.bench"]),

@@ -122,6 +122,18 @@ def _compile(args) -> int:
     return 0
 
 
+def _snapshot_inputs(path: str) -> list[np.ndarray]:
+    """An XLA HloSnapshot's recorded arguments (the run it describes), else none."""
+    from ..frontend.hlo_proto import looks_like_hlo_proto, read_hlo_proto, snapshot_arguments
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return []
+    if looks_like_hlo_proto(data) and read_hlo_proto(data, path).kind == "HloSnapshot":
+        return snapshot_arguments(data, path)
+    return []
+
+
 def _load_inputs(path: str) -> list[np.ndarray]:
     """The arguments from an .npz (arr_0, arr_1, ... or any names, in file order) or, for a
     one-argument program, an .npy."""
@@ -166,10 +178,12 @@ def _run(args) -> int:
     import kiln
     from ..errors import KilnError
     from .. import parallel_programs
-    if not _is_executable(args.file) and args.file.endswith(".mlir") and \
-            parallel_programs.has_run_parallel(Path(args.file).read_text()):
+    parallel = None
+    if not _is_executable(args.file) and args.file.endswith(".mlir"):
+        parallel = parallel_programs.parse_if_run_parallel(Path(args.file), args.file)
+    if parallel is not None:
         # The reference interpreter's multi-program form: its devices run in this process.
-        _, outcomes = parallel_programs.run_parallel_module(Path(args.file).read_text(), args.file)
+        _, outcomes = parallel_programs.run_parallel_module(parallel, args.file)
         failed = [o for o in outcomes if not o.passed]
         for o in failed:
             print(f"kiln run: {o}", file=sys.stderr)
@@ -183,12 +197,12 @@ def _run(args) -> int:
     if args.timing:
         from ..pipeline import format_timings
         print(format_timings(exe.timings), file=sys.stderr)
-    inputs = _load_inputs(args.inputs) if args.inputs else []
+    inputs = _load_inputs(args.inputs) if args.inputs else _snapshot_inputs(args.file)
     # .npz keeps ml_dtypes arrays (bf16, f8, int4...) as raw bytes ('V2', 'V1'): give them the
     # parameter's dtype back.
     inputs = [a.view(spec.dtype) if a.dtype.kind == "V" and a.dtype.itemsize == spec.dtype.itemsize
               else a for a, spec in zip(inputs, exe.arg_specs)] + inputs[len(exe.arg_specs):]
-    if not args.inputs and exe.arg_specs:
+    if not args.inputs and exe.arg_specs and not inputs:
         raise KilnError(f"@{exe.entry} takes {len(exe.arg_specs)} argument(s): "
                         + ", ".join(map(str, exe.arg_specs)), location=args.file,
                         hint="pass them with --inputs FILE.npz")
@@ -215,15 +229,19 @@ def _run(args) -> int:
 
 
 def _is_executable(path: str) -> bool:
-    """A `.kx` file (a zip archive with Kiln's manifest), by suffix or content."""
-    import zipfile
+    """Whether `path` names a Kiln executable: by its `.kx` suffix only. Executables hold
+    machine code, so content never makes a file one; a zip archive under any other name is
+    refused here, with the way to load it (frontend/detect.py)."""
     if path.endswith(".kx"):
         return True
+    from ..frontend.detect import refuse_archive
     try:
-        with zipfile.ZipFile(path) as archive:
-            return "manifest.json" in archive.namelist()
-    except (OSError, zipfile.BadZipFile):
-        return False
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False  # compiling it reports why it cannot be read
+    refuse_archive(head, path)
+    return False
 
 
 def _conformance(args) -> int:

@@ -29,22 +29,39 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
+    from_proto = None  # StableHLO text of an HLO proto input
     try:
         if args.file == "-":
             text, name = sys.stdin.read(), "<stdin>"
+            from kiln.frontend.detect import refuse_archive
+            refuse_archive(text, name)  # a .kx executable is not a program to translate
         else:
             try:
-                with open(args.file, encoding="utf-8") as f:
-                    text = f.read()
+                with open(args.file, "rb") as f:
+                    data = f.read()
             except OSError as e:
                 raise KilnError(f"cannot read '{args.file}': {e.strerror}") from None
+            from kiln.frontend.detect import refuse_archive
+            refuse_archive(data, args.file)  # a .kx executable is not a program to translate
+            from kiln.frontend.hlo_proto import hlo_proto_to_stablehlo, looks_like_hlo_proto
+            if args.hlo_to_stablehlo and looks_like_hlo_proto(data):  # XLA's binary HLO
+                from_proto = hlo_proto_to_stablehlo(data, args.file)
+                data = b""
+            try:
+                # as text-mode reading did: universal newlines
+                text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+            except UnicodeDecodeError as e:
+                raise KilnError(f"is not UTF-8 text ({e.reason} at byte {e.start})",
+                                location=args.file) from None
             name = args.file
         from kiln.frontend.hlo import hlo_to_stablehlo, stablehlo_to_hlo
 
-        if args.hlo_to_stablehlo:
+        if from_proto is not None:
+            out = from_proto
+        elif args.hlo_to_stablehlo:
             out = hlo_to_stablehlo(text, name)
         else:
-            out = stablehlo_to_hlo(text)
+            out = stablehlo_to_hlo(text, name)
         if args.output:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(out)

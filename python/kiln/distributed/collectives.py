@@ -97,6 +97,23 @@ def _config(backend_config: str) -> dict:
     return json.loads(backend_config)
 
 
+def expect_shape(op: str, out: np.ndarray, want: tuple, group: list[int]) -> None:
+    """Last line of defence behind kiln-lower-collectives' compile-time shape check (which
+    cannot see dynamic dimensions): a result that cannot hold what the group produces is a
+    KilnError, not numpy's bare ValueError from the copy."""
+    if tuple(out.shape) != tuple(want):
+        raise KilnError(f"{op}: the result has shape {list(out.shape)}, but group {group} "
+                        f"produces {list(want)}",
+                        hint="declare the collective's result shape that its operand and "
+                             "replica groups give")
+
+
+def _scaled(shape: tuple, dim: int, num: int, den: int = 1) -> tuple:
+    out = list(shape)
+    out[dim] = out[dim] * num // den
+    return tuple(out)
+
+
 def _my_group(cfg: dict, device: Device, op: str) -> list[int] | None:
     group = group_of(cfg["groups"], device.id)
     if group is None and cfg.get("everyone", True):
@@ -122,6 +139,7 @@ def all_gather(results, operands, attributes=None, backend_config=""):
 
     def read(posted):
         for i, out in enumerate(results):
+            expect_shape("all_gather", out, _scaled(np.shape(operands[i]), dim, len(group)), group)
             np.concatenate([posted[m][i] for m in group], axis=dim, out=out)
     d.fabric.exchange("all_gather", group, d.id, operands, read)
 
@@ -141,6 +159,10 @@ def all_gather_stacked(results, operands, attributes=None, backend_config=""):
 def all_reduce(results, operands, attributes=None, backend_config=""):
     cfg, d = _config(backend_config), current()
     group = _my_group(cfg, d, "all_reduce")
+    # Checked before meeting: the expected shape does not depend on the group, so every
+    # member raises alike and none is left waiting.
+    for operand, out in zip(operands, results):
+        expect_shape("all_reduce", out, np.shape(operand), group)
     fast = getattr(d.fabric, "all_reduce", None)  # MPI_Allreduce (mpi.py)
     if fast is not None and fast(group, operands, results, cfg["reduction"]):
         return
@@ -194,6 +216,13 @@ def reduce_scatter(results, operands, attributes=None, backend_config=""):
 
     def read(posted):
         for i, out in enumerate(results):
+            dim = cfg["dim"]
+            if np.shape(operands[i])[dim] % len(group):
+                raise KilnError(f"reduce_scatter: dimension {dim} of size "
+                                f"{np.shape(operands[i])[dim]} does not split into {len(group)} "
+                                "equal parts", hint="make it a multiple of the group size")
+            expect_shape("reduce_scatter", out, _scaled(np.shape(operands[i]), dim, 1, len(group)),
+                         group)
             parts = [_chunk(posted[m][i], cfg["dim"], len(group), me) for m in group]
             _reduce_into(out, parts, cfg["reduction"])
     d.fabric.exchange("reduce_scatter", group, d.id, operands, read)
@@ -207,6 +236,13 @@ def all_to_all(results, operands, attributes=None, backend_config=""):
 
     def read(posted):
         for i, out in enumerate(results):
+            if np.shape(operands[i])[split] % len(group):
+                raise KilnError(f"all_to_all: dimension {split} of size "
+                                f"{np.shape(operands[i])[split]} does not split into "
+                                f"{len(group)} equal parts",
+                                hint="make it a multiple of the group size")
+            want = _scaled(_scaled(np.shape(operands[i]), split, 1, len(group)), concat, len(group))
+            expect_shape("all_to_all", out, want, group)
             np.concatenate([_chunk(posted[m][i], split, len(group), me) for m in group],
                            axis=concat, out=out)
     d.fabric.exchange("all_to_all", group, d.id, operands, read)
@@ -226,6 +262,41 @@ def all_to_all_stacked(results, operands, attributes=None, backend_config=""):
     d.fabric.exchange("reduce_scatter", group, d.id, operands, read)
 
 
+def ragged_all_to_all(results, operands, attributes=None, backend_config=""):
+    """lax.ragged_all_to_all: the offsets and sizes hold one entry per (member, slice);
+    entry k of sender s goes to member k // per_member, where it is written at the sender's
+    output_offsets[k]. The result starts as the `output` operand."""
+    cfg, d = _config(backend_config), current()
+    group = _my_group(cfg, d, "ragged_all_to_all")
+    me = group.index(d.id)
+    data, output, in_off, send, out_off, recv = operands
+    entries = np.asarray(in_off).shape[0]
+    if entries % len(group):
+        raise KilnError(f"ragged_all_to_all: {entries} offsets for a group of {len(group)}",
+                        hint="the offset and size arrays hold a multiple of the group size")
+    per = entries // len(group)
+    results[0][...] = output
+
+    def read(posted):
+        for s, m in enumerate(group):
+            p_data, p_in, p_send, p_out = posted[m]
+            for j in range(per):
+                k, mine = me * per + j, s * per + j
+                lo, n, at = int(p_in[k]), int(p_send[k]), int(p_out[k])
+                if n != int(recv[mine]):
+                    raise KilnError(f"ragged_all_to_all: member {m} sends {n} rows to "
+                                    f"device {d.id}, which expects recv_sizes[{mine}] = "
+                                    f"{int(recv[mine])}")
+                if n and (lo < 0 or at < 0 or lo + n > p_data.shape[0]
+                          or at + n > results[0].shape[0]):
+                    raise KilnError(f"ragged_all_to_all: rows {lo}..{lo + n} of member {m} "
+                                    f"to rows {at}..{at + n} of device {d.id} are out of "
+                                    "bounds", hint="check input_offsets, send_sizes and "
+                                                   "output_offsets")
+                results[0][at:at + n] = p_data[lo:lo + n]
+    d.fabric.exchange("ragged_all_to_all", group, d.id, (data, in_off, send, out_off), read)
+
+
 def collective_permute(results, operands, attributes=None, backend_config=""):
     """Each target receives its source's operand; a device no pair targets gets zeros.
     The meeting spans the pairs' domain (`groups`: the devices that number their pairs)."""
@@ -238,6 +309,7 @@ def collective_permute(results, operands, attributes=None, backend_config=""):
         return
 
     def read(posted):
+        expect_shape("collective_permute", results[0], np.shape(operands[0]), domain)
         if source is None:
             results[0][...] = 0
         else:
@@ -353,6 +425,7 @@ TARGETS = {name: fn for name, fn in [
     ("all_reduce", all_reduce), ("collective_reduce", collective_reduce),
     ("reduce_scatter", reduce_scatter), ("all_to_all", all_to_all),
     ("all_to_all_stacked", all_to_all_stacked), ("collective_permute", collective_permute),
+    ("ragged_all_to_all", ragged_all_to_all),
     ("collective_broadcast", collective_broadcast),
     ("collective_broadcast_dynamic", collective_broadcast_dynamic), ("group_root", group_root),
     ("print", host_print), ("probe", probe),

@@ -43,6 +43,8 @@ class LocalFabric:
     shares_memory = True  # members may write each other's results (collectives.py)
 
     def __init__(self, num_replicas: int = 1, num_partitions: int = 1):
+        from .groups import check_device_counts
+        check_device_counts(num_replicas, num_partitions)  # before a queue per device
         self.num_replicas, self.num_partitions = num_replicas, num_partitions
         self.num_devices = num_replicas * num_partitions
         self._cond = threading.Condition()

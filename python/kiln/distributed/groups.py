@@ -15,6 +15,8 @@ compile time into lists of device ids, which is all the runtime needs.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
 
 from ..errors import KilnError
@@ -28,16 +30,73 @@ FLATTENED_IDS = "flattened_ids"
 _PARTITION_CHANNEL_OPS = {"all_to_all", "collective_permute", "collective_broadcast"}
 
 
-def device_counts(op) -> tuple[int, int]:
+# Kiln runs every device as a thread of one process (fabric.py), each with its own buffers,
+# and a collective's meeting wakes every member: an all-reduce over 1,024 devices took 24 s on
+# 2 cores, over 2,048 devices 88 s (Nov 2026). Past this the answer comes too late to be of use.
+DEFAULT_MAX_DEVICES = 1024
+
+
+def max_devices() -> int:
+    """How many devices (replicas x partitions) a program may ask for: KILN_MAX_DEVICES,
+    by default DEFAULT_MAX_DEVICES or the process's thread limit if that is lower."""
+    raw = os.environ.get("KILN_MAX_DEVICES")
+    if raw is not None:
+        try:
+            return max(1, int(raw))
+        except ValueError:
+            raise KilnError(f"KILN_MAX_DEVICES={raw!r} is not a number",
+                            hint="set it to the most devices a program may run on") from None
+    limit = DEFAULT_MAX_DEVICES
+    try:
+        import resource
+        threads, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        if threads != resource.RLIM_INFINITY:
+            limit = min(limit, max(1, threads // 2))
+    except (ImportError, OSError, ValueError):
+        pass
+    return limit
+
+
+def check_device_counts(replicas: int, partitions: int, location: str | None = None) -> None:
+    """Refuse device counts this machine cannot run (below 1, or more devices than
+    max_devices()) before anything is made per device."""
+    for name, count in (("mhlo.num_replicas", replicas), ("mhlo.num_partitions", partitions)):
+        if count < 1:
+            raise KilnError(f"{name} = {count}: a program runs on at least one device",
+                            location=location, hint=f"set {name} to 1 or more")
+    limit = max_devices()
+    if replicas * partitions > limit:
+        raise KilnError(f"the program asks for {replicas} replica(s) x {partitions} "
+                        f"partition(s) = {replicas * partitions} devices; Kiln runs at most "
+                        f"{limit} here", location=location,
+                        hint="every device is a thread of this process; lower mhlo.num_replicas"
+                             " / mhlo.num_partitions, or raise KILN_MAX_DEVICES if the machine "
+                             "can run that many")
+
+
+def device_counts(op, filename: str = "<module>") -> tuple[int, int]:
     """(num_replicas, num_partitions) the module holding `op` (a module or any op in it)
-    declares with `mhlo.num_replicas` / `mhlo.num_partitions`; 1 where absent."""
+    declares with `mhlo.num_replicas` / `mhlo.num_partitions`; 1 where absent. Counts this
+    machine cannot run are a KilnError located at the module (check_device_counts)."""
     from torch_mlir import ir
+    from ..diagnostics import format_location
     top = getattr(op, "operation", op)
     while top.parent is not None:
         top = top.parent
     attrs = top.attributes
-    return tuple(ir.IntegerAttr(attrs[name]).value if name in attrs else 1
-                 for name in ("mhlo.num_replicas", "mhlo.num_partitions"))
+    counts = []
+    for name in ("mhlo.num_replicas", "mhlo.num_partitions"):
+        if name not in attrs:
+            counts.append(1)
+            continue
+        try:
+            counts.append(ir.IntegerAttr(attrs[name]).value)
+        except ValueError:
+            raise KilnError(f"{name} must be an integer, got {attrs[name]}",
+                            location=format_location(top.location, filename),
+                            hint=f"write e.g. {name} = 2 : i32") from None
+    check_device_counts(*counts, location=format_location(top.location, filename))
+    return tuple(counts)
 
 
 def mode(op: str, channel_id: int, use_global_device_ids: bool) -> str:
@@ -115,7 +174,12 @@ def iota_groups(text: str) -> list[list[int]] | None:
         return None
     shape = [int(x) for x in m.group(1).split(",")]
     dims = [int(x) for x in m.group(2).split(",")]
-    ids = np.arange(int(np.prod(dims))).reshape(dims)
+    count = math.prod(dims)
+    if count > max_devices() or math.prod(shape) != count:
+        raise KilnError(f"replica groups {text} list {count} device ids",
+                        hint=f"the groups [{m.group(1)}] must hold as many ids as [{m.group(2)}],"
+                             f" at most {max_devices()} (KILN_MAX_DEVICES)")
+    ids = np.arange(count).reshape(dims)
     if m.group(3):
         ids = ids.transpose([int(x) for x in m.group(3).split(",")])
     return ids.reshape(shape).tolist()

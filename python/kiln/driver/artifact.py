@@ -8,11 +8,11 @@ disk: a magic line, a JSON header, the object code.
 """
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -65,16 +65,23 @@ def _build_files() -> list[tuple[str, Path]]:
 def _digest_files(files: list[tuple[str, Path]]) -> str:
     digest = hashlib.sha256()
     for name, path in files:
+        try:
+            content = path.read_bytes()
+        except FileNotFoundError:
+            continue  # removed since the walk (a source tree being edited): not part of it
         if name:  # the runtime library is hashed by content only
             digest.update(name.encode())
-        digest.update(path.read_bytes())
+        digest.update(content)
     return digest.hexdigest()[:16]
 
 
 def _fingerprint(files: list[tuple[str, Path]]) -> str:
     digest = hashlib.sha256()
     for _, path in files:
-        info = path.stat()
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            continue  # as in _digest_files
         digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\0{info.st_ino}\n".encode())
     return digest.hexdigest()
 
@@ -83,13 +90,14 @@ _BUILD_FILE = "build-id.json"
 
 
 def _remembered_build(fingerprint: str) -> str | None:
-    from .cache_dir import directory
-    root = directory()
+    from .cache_dir import trusted_directory
+    from .private_files import read_regular_file
+    root = trusted_directory()
     if root is None:
         return None
     try:
-        entry = json.loads((root / _BUILD_FILE).read_text())
-    except (OSError, ValueError):
+        entry = json.loads(read_regular_file(root / _BUILD_FILE, 1 << 16) or b"")
+    except (OSError, ValueError, RecursionError):
         return None
     found = entry.get(fingerprint) if isinstance(entry, dict) else None
     return found if isinstance(found, str) else None
@@ -97,16 +105,13 @@ def _remembered_build(fingerprint: str) -> str | None:
 
 def _remember_build(fingerprint: str, digest: str) -> None:
     """Best effort, like the compile cache: a private file renamed into place."""
-    from .cache_dir import directory
-    root = directory()
+    from .cache_dir import trusted_directory
+    from .private_files import replace_file
+    root = trusted_directory()
     if root is None:
         return
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=root)
-        with os.fdopen(handle, "w") as out:
-            json.dump({fingerprint: digest}, out)
-        os.replace(temporary, root / _BUILD_FILE)
+        replace_file(root, _BUILD_FILE, json.dumps({fingerprint: digest}).encode())
     except OSError:
         pass
 
@@ -165,15 +170,20 @@ class Artifact:
 
     @classmethod
     def from_bytes(cls, data: bytes, what: str) -> Artifact:
+        """The artifact `data` holds; a KilnError saying it is damaged when it is not one
+        (wrong magic, sizes past the end, a header that is not the expected JSON)."""
         if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
             raise KilnError(f"{what} is not compiled Kiln code", hint="it is damaged or not a "
                                                                       "Kiln artifact")
         (size,) = struct.unpack_from("<Q", data, len(MAGIC))
         start = len(MAGIC) + 8
         try:
+            if start + size > len(data):
+                raise ValueError("the header overruns the data")
             h = json.loads(data[start:start + size])
+            _check_header(h)
             # The imported module, when there is one, follows the code.
-            imported_size = int(h.get("imported_size", 0))
+            imported_size = h.get("imported_size", 0)
             end = len(data) - imported_size
             if end < start + size:
                 raise ValueError("the sections overrun the data")
@@ -185,7 +195,8 @@ class Artifact:
                         for n, s, p in h["timings"]], h["plan"],
                        executable=h.get("executable"),
                        imported=data[end:] if "executable" in h else None)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
+                binascii.Error) as exc:
             raise KilnError(f"{what} is damaged: {type(exc).__name__}: {exc}",
                             hint="compile the program again") from None
 
@@ -196,3 +207,58 @@ class Artifact:
             raise KilnError(f"{what} was compiled by Kiln {self.kiln}; this is Kiln {kiln_build()}",
                             hint="compile it again with this Kiln")
         check_cpu(self.cpu, what)
+
+
+def _is_list_of(value, kind) -> bool:
+    return isinstance(value, list) and all(isinstance(v, kind) and not isinstance(v, bool)
+                                           for v in value)
+
+
+def _is_dimension(value) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool)
+                             and 0 <= value < 1 << 62)
+
+
+# An artifact header's fields and what each must be; anything else is a damaged artifact.
+_HEADER_FIELDS = {
+    "target": lambda v: isinstance(v, str), "entry": lambda v: isinstance(v, str),
+    "symbol": lambda v: isinstance(v, str), "kiln": lambda v: isinstance(v, str),
+    "externals": lambda v: _is_list_of(v, str), "call_sites": lambda v: _is_list_of(v, dict),
+    "results": lambda v: isinstance(v, list) and all(
+        isinstance(r, list) and len(r) == 2 and isinstance(r[0], list)
+        and all(map(_is_dimension, r[0])) and isinstance(r[1], str) for r in v),
+    "sources": lambda v: _is_list_of(v, int),
+    "user_results": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "checks": lambda v: isinstance(v, list),
+    "dimension_values": lambda v: isinstance(v, list) and all(
+        _is_list_of(p, int) and len(p) == 2 for p in v),
+    "cpu": lambda v: isinstance(v, dict) and isinstance(v.get("name"), str)
+    and _is_list_of(v.get("features"), str),
+    "timings": lambda v: isinstance(v, list) and all(
+        isinstance(t, list) and len(t) == 3 and isinstance(t[0], str)
+        and isinstance(t[1], (int, float)) and isinstance(t[2], list)
+        and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                and isinstance(p[1], (int, float)) for p in t[2]) for t in v),
+    "plan": lambda v: v is None or isinstance(v, dict),
+}
+
+
+def _check_header(header) -> None:
+    """Raise ValueError unless `header` has every field, each of its expected form."""
+    if not isinstance(header, dict):
+        raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
+    for name, valid in _HEADER_FIELDS.items():
+        if name not in header:
+            raise ValueError(f"the header has no '{name}'")
+        if not valid(header[name]):
+            raise ValueError(f"the header's '{name}' is malformed")
+    if any(not 0 <= s < len(header["results"]) for s in header["sources"]) \
+            or not 0 <= header["user_results"] <= len(header["sources"]):
+        raise ValueError("the header's 'sources' or 'user_results' name results it lacks")
+    if "executable" in header:
+        size = header.get("imported_size")
+        if not isinstance(header["executable"], dict) or not isinstance(size, int) \
+                or isinstance(size, bool) or size < 0:
+            raise ValueError("the header's 'executable' or 'imported_size' is malformed")
+    elif "imported_size" in header:
+        raise ValueError("the header has 'imported_size' without 'executable'")

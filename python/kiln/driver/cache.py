@@ -10,22 +10,34 @@ the entry, the target and its options, the calling convention, the custom-call t
 may call, the CPU and Kiln's build. Writers write a private file and rename it into place, so processes that
 compile the same program at once each leave a whole entry, never a torn one; a damaged entry
 reads as a miss.
+
+Entries are machine code that is linked into the calling process, so the cache trusts only
+what this user wrote: its directory must be private to the user (driver/cache_dir.py), and
+every entry starts with an HMAC-SHA256 of its key and content under a random per-user key
+kept beside the entries (`hmac.key`, mode 0600). The digest is checked before anything of
+the entry is parsed; an entry without the right digest (planted, copied from another
+cache, damaged) is a miss, removed and compiled again.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..errors import KilnError
 from .artifact import Artifact, kiln_build
-from .cache_dir import directory  # noqa: F401 - part of this module's interface
+from .cache_dir import directory, trusted_directory  # noqa: F401 - part of this module's interface
 from .compiler import CompileRequest
+from . import private_files
 
 SUFFIX = ".kart"
+# An entry on disk: ENTRY_MAGIC, the HMAC-SHA256 of (key, artifact bytes), the artifact bytes.
+ENTRY_MAGIC = b"KILNMAC1"
+_DIGEST_SIZE = 32
+KEY_FILE = "hmac.key"
 _DEFAULT_MAX_MB = 2048
 # Options that change what a compile reports or writes, not its code.
 _REPORTING_OPTIONS = {"dump_dir", "dump_pass_regex", "timing", "progress", "isolate"}
@@ -35,7 +47,7 @@ def max_bytes() -> int:
     text = os.environ.get("KILN_CACHE_MAX_MB", str(_DEFAULT_MAX_MB))
     try:
         return int(float(text) * (1 << 20))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise KilnError(f"KILN_CACHE_MAX_MB={text!r} is not a number of megabytes") from None
 
 
@@ -88,37 +100,92 @@ def _refuse(value):
 
 
 def load(cache_key: str | None) -> Artifact | None:
-    root = directory()
-    if root is None or cache_key is None:
+    """The entry for `cache_key`, authenticated and checked loadable; None for a miss."""
+    root = trusted_directory() if cache_key is not None else None
+    if root is None:
         return None
     path = root / (cache_key + SUFFIX)
     try:
-        data = path.read_bytes()
-        os.utime(path)  # recently used
+        data = private_files.read_regular_file(path, max_bytes())
     except OSError:
+        return None  # no entry (or a link where an entry should be)
+    try:
+        secret = private_files.secret_key(root, KEY_FILE)
+    except (KilnError, OSError):
+        return None
+    content = _authenticated(secret, cache_key, data)
+    if content is not None:
+        try:
+            artifact = Artifact.from_bytes(content, str(path))
+            artifact.check_loadable(str(path))
+            _check_executable(artifact, str(path))
+        except KilnError:
+            artifact = None  # from another build or CPU, compiled again and overwritten
+    else:
+        artifact = None
+    if artifact is None:
+        _discard(path)
         return None
     try:
-        artifact = Artifact.from_bytes(data, str(path))
-        artifact.check_loadable(str(path))
-    except KilnError:
-        return None  # damaged, or from another build: compiled again and overwritten
+        os.utime(path)  # recently used
+    except OSError:
+        pass
     artifact.origin = "cache"
     return artifact
 
 
+def _check_executable(artifact: Artifact, what: str) -> None:
+    """A whole source's entry also holds the executable around its code (driver/front.py):
+    it must read back, or the entry is damaged."""
+    if artifact.executable is None:
+        return
+    from .source_import import ExecutableInfo
+    try:
+        ExecutableInfo.from_json(artifact.executable)
+        from .layouts import EntryLayouts
+        EntryLayouts.from_json(artifact.executable["layouts"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise KilnError(f"{what} is damaged: {type(exc).__name__}: {exc}") from None
+
+
+def _tag(secret: bytes, cache_key: str, content: bytes) -> bytes:
+    # The key is under the digest too, so that an entry renamed to another key is a miss.
+    mac = hmac.new(secret, cache_key.encode() + b"\0", hashlib.sha256)
+    mac.update(content)
+    return mac.digest()
+
+
+def _authenticated(secret: bytes, cache_key: str, data: bytes | None) -> bytes | None:
+    """The artifact bytes of an entry whose digest is right; None otherwise."""
+    start = len(ENTRY_MAGIC) + _DIGEST_SIZE
+    if data is None or len(data) < start or not data.startswith(ENTRY_MAGIC):
+        return None
+    content = data[start:]
+    if not hmac.compare_digest(data[len(ENTRY_MAGIC):start], _tag(secret, cache_key, content)):
+        return None
+    return content
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
+
 def store(cache_key: str | None, artifact: Artifact) -> None:
     """Add an entry (best effort: a cache that cannot be written is no error)."""
-    root = directory()
-    if root is None or cache_key is None:
+    root = trusted_directory() if cache_key is not None else None
+    if root is None:
         return
+    limit = max_bytes()
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=root)
-        with os.fdopen(handle, "wb") as out:
-            out.write(artifact.to_bytes())
-        os.replace(temporary, root / (cache_key + SUFFIX))
-        _evict(root, max_bytes())
-    except OSError:
+        content = artifact.to_bytes()
+        secret = private_files.secret_key(root, KEY_FILE)
+        private_files.replace_file(root, cache_key + SUFFIX,
+                                   ENTRY_MAGIC + _tag(secret, cache_key, content) + content)
+        _evict(root, limit)
+    except (OSError, KilnError):
         pass
 
 
@@ -144,8 +211,8 @@ def _evict(root: Path, limit: int) -> None:
 
 def clear() -> int:
     """Remove every entry; returns how many."""
-    root = directory()
-    if root is None or not root.is_dir():
+    root = trusted_directory()
+    if root is None:
         return 0
     removed = 0
     for path in root.glob("*" + SUFFIX):

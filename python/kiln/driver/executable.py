@@ -18,6 +18,7 @@ from ..diagnostics import format_location
 from ..errors import CheckFailure, KilnError, api_boundary
 from ..frontend.convention import PLAIN, CallingConvention
 from ..lowering.ir_util import find_entry
+from ..lowering.trust import check_imported
 from ..lowering.tuples import flatten_entry_tuples
 from ..pipeline import Stage, StageTiming, run_stages
 from ..runtime import checks as check_eval
@@ -43,13 +44,14 @@ class Executable:
         self.verify_calls = verify  # every call is also checked against the reference
         self.filename = filename
         self.convention = convention
+        check_imported(imported, filename)  # the trust boundary, before anything reads it
         with imported.context:
             flatten_entry_tuples(imported, entry)
         self._imported = to_bytecode(imported)
         self.entry, self.arg_specs, self.result_specs = signature(imported, entry)
         self.layouts = EntryLayouts.read(find_entry(imported, self.entry), filename)
         from ..distributed.groups import device_counts
-        self._device_counts = device_counts(imported)
+        self._device_counts = device_counts(imported, filename)
         self._cache: dict[tuple, Compiled] = {}
         self._lock = threading.Lock()
         if compile_now and all(s.is_static for s in self.arg_specs):

@@ -29,7 +29,7 @@ _VIEW_OPS = {"memref.subview", "memref.cast", "memref.reinterpret_cast", "memref
 _NO_WORK = {"arith.constant", "func.constant", "memref.alloc", "memref.alloca", "memref.dealloc",
             "memref.get_global", "func.return", "memref.extract_aligned_pointer_as_index",
             "scf.yield", "scf.condition"} | _VIEW_OPS
-_SKIPPED_CALLS = {"kiln_check_interrupt"}
+_SKIPPED_CALLS = {"kiln_check_interrupt", "kiln_runtime_check_failed"}
 
 
 @dataclass

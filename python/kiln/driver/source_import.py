@@ -59,19 +59,21 @@ def import_and_compile(request: ImportRequest, context, tell) -> None:
     from ..distributed.groups import device_counts
     from ..frontend import import_program
     from ..lowering.ir_util import find_entry
+    from ..lowering.trust import check_imported
     from ..lowering.tuples import flatten_entry_tuples
     from .compiler import CompileRequest, compile_artifact, signature, to_bytecode
     from .layouts import EntryLayouts
     tell(("progress", "import", None))
     imported = import_program(request.source, context, request.filename, disposable=True)
     module, filename = imported.module, imported.filename
+    check_imported(module, filename)  # the trust boundary, before anything reads the program
     with module.context:
         flatten_entry_tuples(module, request.entry)
     bytecode = to_bytecode(module)
     entry, arg_specs, result_specs = signature(module, request.entry)
     layouts = EntryLayouts.read(find_entry(module, entry), filename)
     info = ExecutableInfo(entry, filename, arg_specs, result_specs, layouts.to_json(),
-                          imported.convention, device_counts(module))
+                          imported.convention, device_counts(module, filename))
     tell(("imported", info.to_json(), bytecode))
     if not info.is_static:
         tell(("ok", None))

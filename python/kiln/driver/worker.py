@@ -24,14 +24,14 @@ import pickle
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
 from pathlib import Path
 
 from ..errors import KilnError
-from ..frontend.untrusted import receive_message, send_message, wait_for_child
+from ..frontend.untrusted import (compile_memory_limit, die_with_parent, died_of_memory,
+                                  limit_memory, receive_message, send_message, wait_for_child)
 from .artifact import Artifact
 from .compiler import CompileRequest
 
@@ -44,6 +44,30 @@ def compile_timeout() -> float:
     except ValueError:
         raise KilnError(f"KILN_COMPILE_TIMEOUT={os.environ['KILN_COMPILE_TIMEOUT']!r} is not a "
                         "number of seconds") from None
+
+
+def _settings() -> dict:
+    """What every request carries: the memory limit its compile runs under, and the caller's
+    Kiln settings (KILN_*) as they are now; a pooled server was started with older ones."""
+    return {"memory": compile_memory_limit(),
+            "environ": {k: v for k, v in os.environ.items() if k.startswith("KILN_")}}
+
+
+def _apply_settings(settings: dict) -> None:
+    """In a request's child: the caller's settings (see `_settings`)."""
+    for name in [k for k in os.environ if k.startswith("KILN_")]:
+        if name not in settings["environ"]:
+            del os.environ[name]
+    os.environ.update(settings["environ"])
+    limit_memory(settings["memory"])
+
+
+def _out_of_memory(limit: int, filename: str | None) -> KilnError:
+    return KilnError(f"the compile ran out of its memory limit ({limit / (1 << 30):.2f} GiB)",
+                     location=filename,
+                     hint="the program makes the compiler grow this far; raise "
+                          "KILN_COMPILE_MEMORY (e.g. KILN_COMPILE_MEMORY=16G, or none) if it "
+                          "really needs more")
 
 
 class WorkerFailure(Exception):
@@ -121,7 +145,7 @@ def _exchange(envelope: tuple, on_message) -> tuple:
     for attempt in range(2):
         server = _acquire()
         try:
-            send_message(server.process.stdin, envelope)
+            send_message(server.process.stdin, (*envelope, _settings()))
             while True:
                 message = receive_message(server.process.stdout)
                 if message[0] not in _RELAYED:
@@ -147,7 +171,7 @@ def compile_in_worker(request: CompileRequest, pickled: bytes, progress=None) ->
     kind, *payload = _exchange(envelope, where.on_message)
     if kind == "ok":
         return Artifact.from_bytes(payload[0], "the compile worker's result")
-    _raise_reported(kind, payload)
+    _raise_reported(kind, payload, request.filename)
     raise _crash_report(request, pickled, where.stage, _how(kind, payload))
 
 
@@ -170,7 +194,7 @@ def import_in_worker(request, pickled: bytes, progress=None, on_imported=None
     if kind == "ok":
         artifact = payload[0] and Artifact.from_bytes(payload[0], "the compile worker's result")
         return where.imported[0], where.imported[1], artifact
-    _raise_reported(kind, payload)
+    _raise_reported(kind, payload, request.filename)
     if where.imported is None:  # the reader crashed or hung: the input is at fault
         what = untrusted.reader_name(fmt)
         if kind == "timeout" and read_timeout is not None:
@@ -209,9 +233,11 @@ class _Where:
             self.progress(self.stage, self.step)
 
 
-def _raise_reported(kind: str, payload: list) -> None:
+def _raise_reported(kind: str, payload: list, filename: str | None = None) -> None:
     """Raise what the worker's child reported: a KilnError, Kiln's bug, the user's own
-    exception. Returns for a crash or a time-out."""
+    exception, its end at the memory limit. Returns for a crash or a time-out."""
+    if kind == "memory":
+        raise _out_of_memory(payload[0], filename)
     if kind == "error":
         message, location, hint = payload[0]
         raise KilnError(message, location=location, hint=hint)
@@ -248,11 +274,12 @@ def _crash_report(request: CompileRequest, pickled: bytes, stage: str | None,
     if stage is None or stage == "llvm":
         where = "in LLVM's code generation" if stage == "llvm" else "before the first stage"
         return KilnError(f"{what} {where}", location=request.filename, hint=hint)
-    directory = Path(request.options.get("dump_dir") or
-                     Path(tempfile.gettempdir()) / "kiln-reproducers")
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, path = tempfile.mkstemp(prefix=f"{request.entry}.{stage}.", suffix=".mlir",
-                                    dir=directory)
+    try:
+        handle, path = _new_reproducer(request, stage)
+    except (KilnError, OSError) as exc:
+        reason = exc.one_line() if isinstance(exc, KilnError) else str(exc)
+        return KilnError(f"{what} in stage '{stage}'", location=request.filename,
+                         hint=hint + f" (no reproducer was written: {reason})")
     os.close(handle)
     finished = {"count": 0}
 
@@ -275,18 +302,49 @@ def _crash_report(request: CompileRequest, pickled: bytes, stage: str | None,
     _write_replay_header(Path(path), request, stage, step, how)
     return KilnError(f"{what} in stage '{stage}', pass '{step}'; reproducer: {path}",
                      location=request.filename,
-                     hint=hint + f"; `kiln-opt {path} --entry {request.entry} "
-                               f"--pass-pipeline '{step}'` replays it")
+                     hint=hint + f"; `{_replay_command(path, request.entry, step)}` replays it")
+
+
+def _new_reproducer(request: CompileRequest, stage: str) -> tuple[int, str]:
+    """A new, empty reproducer file: (descriptor, path). It goes to the dump directory the
+    user chose, else to this user's private scratch directory ($TMPDIR/kiln-<uid>/
+    reproducers, 0700, refused unless it is the user's own: never a shared directory another
+    user could plant links in). Its name holds the entry's name only as safe characters."""
+    from ..dumping import sanitize
+    from . import private_files
+    if request.options.get("dump_dir"):
+        directory = Path(request.options["dump_dir"])
+        directory.mkdir(parents=True, exist_ok=True)
+    else:
+        directory = private_files.user_scratch_directory("reproducers")
+    handle, path = private_files.create_file(directory, f"{sanitize(request.entry)[:64]}.{stage}.",
+                                             ".mlir")
+    return handle, str(path)
+
+
+def _replay_command(path, entry: str, step: str) -> str:
+    """The kiln-opt command line that replays a reproducer, quoted for a shell: the entry's
+    name is the program's, and may hold anything."""
+    import shlex
+    return (f"kiln-opt {shlex.quote(str(path))} --entry {shlex.quote(entry)} "
+            f"--pass-pipeline {shlex.quote(step)}")
 
 
 def _write_replay_header(path: Path, request: CompileRequest, stage: str, step: str,
                          how: str) -> None:
-    ir_text = path.read_text(errors="replace")
+    from . import private_files
+    try:
+        ir_text = (private_files.read_regular_file(path, 1 << 30) or b"").decode(errors="replace")
+    except OSError:
+        ir_text = ""
     header = (f"// Kiln compile reproducer: the input to pass '{step}' of stage '{stage}', "
               f"which {how.split(' (')[0]}\n"
               f"// while compiling @{request.entry} of {request.filename}.\n"
-              f"// Replay: kiln-opt {path} --entry {request.entry} --pass-pipeline '{step}'\n")
-    path.write_text(header + ir_text)
+              f"// Replay: {_replay_command(path, request.entry, step)}\n")
+    try:
+        private_files.overwrite(path, header + ir_text)
+    except OSError:
+        pass  # the error still names the file and the pass
 
 
 # -- the server's side -------------------------------------------------------------------------
@@ -306,7 +364,7 @@ def _serve() -> None:
         except EOFError:
             waiting.discard()
             return
-        mode, path, blob, timeout, extra = envelope
+        mode, path, blob, timeout, extra, _ = envelope
         if mode == "import" and b"sdy" in blob and _preload_jaxlib():
             waiting.discard()  # forked before jaxlib was loaded: a fresh one has it
         child = waiting.take()
@@ -314,7 +372,8 @@ def _serve() -> None:
             send_message(out, envelope)
         # A whole source's reader gets the read time-out until it has imported the module.
         first = extra if mode == "import" and extra is not None else timeout
-        _relay(child, first, timeout, replies, answered=waiting.fork)
+        _relay(child, first, timeout, replies, answered=waiting.fork,
+               memory=envelope[-1]["memory"])
 
 
 class _Child:
@@ -340,8 +399,10 @@ class _Waiting:
             return
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
+        server = os.getpid()
         pid = os.fork()
         if pid == 0:
+            die_with_parent(server)  # no compile goes on once the server is gone
             os.close(request_write)
             os.close(reply_read)
             _wait_for_request(request_read, reply_write, rehearse)
@@ -390,10 +451,11 @@ def _wait_for_request(request_read: int, reply_write: int, rehearse: bool) -> No
     os.write(reply_write, _READY)
     with os.fdopen(request_read, "rb") as inp:
         try:
-            mode, path, blob, _, extra = receive_message(inp)
+            mode, path, blob, _, extra, settings = receive_message(inp)
         except EOFError:  # the server ended, or discarded this child
             return
-    _child(mode, path, blob, extra, os.fdopen(reply_write, "wb"))
+    _apply_settings(settings)
+    _child(mode, path, blob, extra, os.fdopen(reply_write, "wb"), settings["memory"])
 
 
 class _RequestCame(Exception):
@@ -499,7 +561,8 @@ def _freeze_heap() -> None:
     gc.freeze()
 
 
-def _child(mode: str, path: list[str], blob: bytes, extra, out) -> None:
+def _child(mode: str, path: list[str], blob: bytes, extra, out, memory: int | None = None
+           ) -> None:
     def tell(message) -> None:
         send_message(out, message)
     try:
@@ -521,6 +584,8 @@ def _child(mode: str, path: list[str], blob: bytes, extra, out) -> None:
         tell(("ok", artifact.to_bytes()))
     except KilnError as exc:
         tell(("error", (exc.message, exc.location, exc.hint)))
+    except MemoryError:
+        tell(("memory", memory or 0))
     except BaseException as exc:  # noqa: BLE001 - reported to the caller
         from ..errors import _kiln_code_raised
         text = "".join(traceback.format_exception(exc))[-4000:]
@@ -539,12 +604,13 @@ def _reproduce(request: CompileRequest, extra, tell) -> None:
     """Compile with the IR written to `path` before each pass of `stage` (overwritten each
     time), telling the caller after each pass: when this child dies, the caller knows the
     pass, and the file holds its input."""
+    from . import private_files
     from .compiler import compile_artifact
     stage, path = extra
 
     def write(module) -> None:
         text = module.operation.get_asm(enable_debug_info=True, print_generic_op_form=True)
-        Path(path).write_text(text)
+        private_files.overwrite(path, text)  # never through a link planted in its place
 
     # The stage's input is written when the stage starts; each later write is the input of
     # the pass after the one just finished.
@@ -554,7 +620,8 @@ def _reproduce(request: CompileRequest, extra, tell) -> None:
     compile_artifact(request, progress=None, reproduce=hooks, context=_context)
 
 
-def _relay(child: _Child, first_timeout: float, timeout: float, replies, answered) -> None:
+def _relay(child: _Child, first_timeout: float, timeout: float, replies, answered,
+           memory: int | None = None) -> None:
     """Pass the child's messages on as they come; report its death or time-out. The child's
     answer goes on the moment it arrives, and `answered()` (forking the next child) runs
     then, while this one exits. The time limit is `first_timeout` until the child reports
@@ -587,11 +654,17 @@ def _relay(child: _Child, first_timeout: float, timeout: float, replies, answere
                     send_message(replies, message)
                     answered()
 
-    fate = wait_for_child(child.replies, child.pid, lambda: deadline[0], on_data)
+    usage = []
+    fate = wait_for_child(child.replies, child.pid, lambda: deadline[0], on_data, usage=usage,
+                          watch_parent=True)
+    if fate == "orphaned":  # the caller is gone: so is its compile, and this server ends
+        os._exit(0)
     if final and final[-1][0] != "done":
         return
     if fate == "timeout":
         send_message(replies, ("timeout",))
+    elif memory and died_of_memory(fate, usage, memory):
+        send_message(replies, ("memory", memory))
     elif not final or not fate.startswith("exit status"):
         send_message(replies, ("crashed", fate))
     else:

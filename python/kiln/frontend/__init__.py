@@ -13,7 +13,7 @@ from ..errors import KilnError
 from . import mlir as mlir_frontend
 from . import untrusted
 from .convention import CallingConvention
-from .detect import Format, detect
+from .detect import Format, detect, refuse_archive
 from .jax_export import recorded_convention  # any module may carry a JAX export's convention
 
 def read_source(source) -> tuple[bytes | str, str]:
@@ -22,10 +22,13 @@ def read_source(source) -> tuple[bytes | str, str]:
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
         try:
-            return path.read_bytes(), str(path)
+            data = path.read_bytes()
         except OSError as exc:
             raise KilnError(f"cannot read '{path}': {exc.strerror}", location=str(path)) from None
+        refuse_archive(data, str(path))  # a .kx file loads only by kiln.load_executable
+        return data, str(path)
     if isinstance(source, (bytes, bytearray)):
+        refuse_archive(source, "<bytes>")
         return bytes(source), "<bytes>"
     if isinstance(source, str):
         return source, "<string>"
@@ -58,7 +61,7 @@ def import_program(source, ctx: ir.Context, filename: str | None = None, *,
         return Imported(module, "<ir.Module>", recorded_convention(module))
     data, name = read_source(source)
     filename = filename or name
-    fmt = detect(data)
+    fmt = detect(data, filename)
     if fmt in (Format.MLIR_BYTECODE, Format.JAX_EXPORTED) and disposable:
         module = untrusted.read_here(fmt, data, ctx, filename)
         return Imported(module, filename, recorded_convention(module))
@@ -67,10 +70,17 @@ def import_program(source, ctx: ir.Context, filename: str | None = None, *,
         # hands the module back as text (untrusted.py). The calling convention travels with
         # it as the module's `kiln.jax.info` attribute.
         text = untrusted.read_in_child(fmt, data, filename, untrusted.reader_name(fmt))
+        untrusted.check_text_nesting(text, filename)  # the child printed what it read
         module = mlir_frontend.parse_text(text, ctx, filename)
         return Imported(module, filename, recorded_convention(module))
+    if fmt is Format.HLO_PROTO:  # parsed by protobuf (no crash on bad bytes): read here
+        from .hlo_proto import hlo_proto_to_stablehlo
+        text = hlo_proto_to_stablehlo(data, filename)
+        untrusted.check_text_nesting(text, filename)  # nested tuple shapes, before MLIR parses
+        module = _parse_mlir_text(text, ctx, filename)
+        return Imported(module, filename, recorded_convention(module))
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
-    untrusted.check_text_nesting(text, filename)
+    untrusted.check_text_nesting(text, filename, angle_brackets=fmt is not Format.HLO_TEXT)
     if fmt is Format.HLO_TEXT:
         from .hlo import hlo_to_stablehlo
         text = hlo_to_stablehlo(text, filename)

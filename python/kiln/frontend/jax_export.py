@@ -288,7 +288,19 @@ def recorded_convention(module: ir.Module) -> CallingConvention:
     attrs = module.operation.attributes
     if ATTR not in attrs:
         return PLAIN
-    return convention_of(ExportedInfo.from_json(ir.StringAttr(attrs[ATTR]).value))
+    # A program's text may carry the attribute too: read it only if it is a string (the
+    # bindings abort on some values: lowering/attribute_reader.py), and refuse what the
+    # reader did not write.
+    from ..lowering import attribute_reader
+    value = attribute_reader.Attributes(module.operation).value(ATTR)
+    try:
+        if not attribute_reader.is_kind(value, "String"):
+            raise TypeError(ATTR)
+        return convention_of(ExportedInfo.from_json(ir.StringAttr(attrs[ATTR]).value))
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RuntimeError):
+        raise KilnError(f"the module's {ATTR} attribute is not a calling convention Kiln's JAX "
+                        f"export reader wrote",
+                        hint="Kiln writes it when it reads a JAX export; remove it") from None
 
 
 def parse_artifact(data: bytes, ctx: ir.Context, filename: str) -> ir.Module:

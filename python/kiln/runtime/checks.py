@@ -147,6 +147,8 @@ def _mask(check: dict, actual: np.ndarray, expected: np.ndarray) -> tuple[np.nda
         else:
             lo = int(check.get("min_ulp_difference", 0))
             hi = int(check.get("max_ulp_difference", OP_MAX_ULP))
+            if not (0 <= lo <= _INFINITE_ULPS and 0 <= hi <= _INFINITE_ULPS):
+                raise _Unsupported(f"ULP bounds [{lo}, {hi}] are not unsigned 64-bit integers")
         ulps = ulp_distance(actual, expected)
         return (ulps >= np.uint64(lo)) & (ulps <= np.uint64(hi)), f"ULP distance in [{lo}, {hi}]"
     if kind == "reference":

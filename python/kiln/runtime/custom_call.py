@@ -516,7 +516,7 @@ class _ThreadStatus:
 
 
 # KilnInvoke's results (runtime/kiln_invocation.h).
-_STOPPED_OUT_OF_MEMORY, _STOPPED_BY_INTERRUPT = 2, 3
+_STOPPED_OUT_OF_MEMORY, _STOPPED_BY_INTERRUPT, _STOPPED_BY_RUNTIME_CHECK = 2, 3, 4
 
 
 def invoke_entry(address: int, packed) -> None:
@@ -534,6 +534,14 @@ def invoke_entry(address: int, packed) -> None:
         lib.XlaCustomCallStatusSetSuccess(status)
         if reason == _STOPPED_BY_INTERRUPT:
             raise KeyboardInterrupt
+        if reason == _STOPPED_BY_RUNTIME_CHECK:
+            # "op \x1f location \x1f constraint", written by lowering/bounds_guards.py
+            op, _, rest = message.partition("\x1f")
+            location, _, constraint = rest.partition("\x1f")
+            raise KilnError(f"{op}: {constraint}", location=location or None,
+                            hint="an index, size or stride the program computed at run time is "
+                                 "out of the range the StableHLO spec allows; the computation "
+                                 "was stopped and its outputs discarded")
         if reason == _STOPPED_OUT_OF_MEMORY:
             raise KilnError(message, hint="the program's temporaries do not fit in this "
                                           "machine's memory; call it on smaller inputs")

@@ -42,6 +42,8 @@ and one target without a LAPACK routine behind it:
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import CustomCallError
@@ -475,17 +477,56 @@ _ROUTINES = {
 _UNTYPED = {"tridiagonal_solve_perturbed_ffi": tridiagonal_solve_perturbed}
 
 
-def targets() -> dict[str, object]:
-    """Every JAX CPU linear-algebra target name (jaxlib's lapack registrations) -> its
-    Python callable."""
+def _is_shape_error(exc: BaseException) -> bool:
+    """What numpy and scipy's wrappers raise when arrays do not fit a routine: f2py checks
+    every dimension it passes to LAPACK against the arrays (so no routine is handed a size
+    larger than its buffer) and raises its modules' own `error` class; numpy checks every
+    index and assignment here."""
+    kind = type(exc)
+    return isinstance(exc, (ValueError, IndexError, TypeError)) or \
+        (kind.__name__ == "error" and kind.__module__ in ("_flapack", "_fblas"))
+
+
+def _validated(name: str, fn):
+    """`fn` whose operands or results do not fit it (a program's custom call declares any
+    shapes it likes: a 3x3 result for a 4x4 factor, an `info` without the batch dimensions)
+    fails as a CustomCallError naming the target, not as an internal error."""
+    def target(results, operands, *, attributes=None, backend_config=None):
+        try:
+            return fn(results, operands, attributes=attributes if attributes is not None else {},
+                      backend_config=backend_config)
+        except Exception as exc:  # noqa: BLE001 - only shape errors are turned, others re-raised
+            if isinstance(exc, CustomCallError) or not _is_shape_error(exc):
+                raise
+            raise CustomCallError(
+                f"{name}: the operand and result shapes {[tuple(np.shape(o)) for o in operands]}"
+                f" -> {[tuple(np.shape(r)) for r in results]} do not fit the routine ({exc})",
+                hint="declare the shapes JAX gives this call: batch dimensions first, the "
+                     "matrix in the two minor ones") from None
+    target.__name__ = target.__qualname__ = fn.__name__
+    target.__doc__ = fn.__doc__
+    target.__wrapped__ = fn
+    return target
+
+
+@functools.lru_cache(maxsize=None)
+def _table() -> dict[str, object]:
     table = {}
     for fn, real, cplx in _ROUTINES.values():
         for t in "sd":
-            table[f"lapack_{t}{real}_ffi"] = fn
+            table[f"lapack_{t}{real}_ffi"] = _validated(f"lapack_{t}{real}_ffi", fn)
         for t in "cz":
-            table[f"lapack_{t}{cplx}_ffi"] = fn
-    table.update(_UNTYPED)
+            table[f"lapack_{t}{cplx}_ffi"] = _validated(f"lapack_{t}{cplx}_ffi", fn)
+    table.update({name: _validated(name, fn) for name, fn in _UNTYPED.items()})
     return table
+
+
+def targets() -> dict[str, object]:
+    """Every JAX CPU linear-algebra target name (jaxlib's lapack registrations) -> its
+    Python callable (which reports operands and results that do not fit as a
+    CustomCallError; each name's callable is the same on every call, `__wrapped__` the
+    routine)."""
+    return dict(_table())
 
 
 def register_lapack_targets(registry_or_kiln) -> list[str]:

@@ -30,6 +30,7 @@ class CompiledCode:
 COMMON_STAGES: list[Stage] = [
     Stage("verify", "MLIR verifier plus Kiln's input validation (rejects what would crash C++)", [
         "kiln-validate",
+        "kiln-check-buffer-sizes",    # no size that wraps or exceeds memory (size_limits.py)
     ]),
     # Before `optimize`, which reads the compiled signature: each device's share of it.
     Stage("partition", "a program over several devices -> the program one device runs "
@@ -52,6 +53,8 @@ COMMON_STAGES: list[Stage] = [
         "canonicalize",
         # dynamic_* ops whose shape operands are constants become their static forms.
         "func.func(stablehlo-canonicalize-dynamism)",
+        # values whose sizes set_dimension_size sets: at their bound, padding masked
+        "kiln-pad-bounded-dims",
         # results whose shapes the program computes: static once their sizes are constants
         "kiln-fold-dynamic-top-k",
         "kiln-fold-dynamic-reduce-window",

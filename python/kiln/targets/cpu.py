@@ -45,19 +45,23 @@ class CpuTarget(Target):
             "func.func(stablehlo-legalize-composite-to-call)",  # control flow: composites
             "inline",                         # ... become calls, inlined like any call
             "kiln-lower-control-flow",        # while/if/case -> scf
-            "kiln-lower-rng-normal",          # float rng, UNIFORM and NORMAL (upstream: integers)
+            "kiln-lower-batch-norm",          # batch norm -> reductions + elementwise (fuses)
+            "kiln-lower-rng-normal",          # rng: UNIFORM (floats, integers) and NORMAL
             "kiln-lower-scatter",             # data movement: scatter, sort, select_and_scatter
             "kiln-lower-top-k",               # sort + leading slices: O(n) top-k
             "kiln-lower-sort",
             "kiln-lower-select-and-scatter",
             "kiln-lower-cumulative-windows",  # cumsum & co: O(n) scans, not O(n^2) windows
             "kiln-widen-unsigned-slice-starts",
+            "kiln-guard-run-time-shapes",     # run-time sizes/indices checked against the spec
             "kiln-push-slices-into-producers",  # slice(pad/concat): only the kept elements
             "kiln-widen-narrow-floats",       # numerics: 8/6/4-bit floats computed in f32
             "kiln-lower-fft",
             "kiln-lower-linalg-ops",          # cholesky, triangular_solve
             "kiln-lower-custom-calls",        # custom calls -> the C runtime's dispatcher
             "kiln-canonicalize-convolutions",  # any layout/groups/lhs_dilation -> NHWC/HWIO
+            "kiln-fold-empty-values",         # zero-element slices: nothing to compute
+            "kiln-fold-identity-ops",         # no-op reshapes (upstream crashes on 0-d unsigned)
             "func.func(stablehlo-legalize-to-linalg)",
             # After upstream: what its output still needs.
             "kiln-accurate-libm-calls",       # log1p/expm1 as libm calls
@@ -82,15 +86,19 @@ class CpuTarget(Target):
                            "(XLA: buffer assignment)", [
             "kiln-emit-c-interface",
             "kiln-copy-repeated-results",
+            "kiln-switches-as-ifs",           # upstream mis-analyses scf.index_switch
             "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
             "function-boundary-type-conversion=identity-layout-map}",
+            "kiln-if-chains-as-switches",     # ... and back, the IR the GPU target gets too
             "canonicalize",                   # loops that return their carried buffer as is
             "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
             "buffer-deallocation-pipeline",
             "canonicalize",
+            "kiln-check-buffer-sizes",        # the buffers lowering made (im2col...) fit memory
         ]),
         Stage("codegen", "large products -> BLAS calls, big loop nests on both cores, "
                          "vectorizable math; linalg -> loops", [
+            "kiln-skip-empty-iterations",     # zero-element run-time shapes loop over nothing
             "kiln-blas-calls",
             # The loop strategy (lowering/codegen/: loop_order, reductions, parallel, tiling):
             "kiln-order-loops",               # innermost loops walk memory contiguously
@@ -196,13 +204,12 @@ class CpuTarget(Target):
         symbol = "_mlir__mlir_ciface_" + entry  # the packed form ExecutionEngine looks up
         engine.raw_lookup("_mlir_ciface_" + entry)  # compiles the module
         handle, path = tempfile.mkstemp(prefix="kiln-object-", suffix=".o", dir=_scratch_dir())
-        os.close(handle)
         try:
             with _signal_handlers_kept():  # LLVM's file writer installs its own handlers
                 engine.dump_to_object_file(path)
-            with open(path, "rb") as f:
-                code = f.read()
+            code = _read_back(handle, path)
         finally:
+            os.close(handle)
             os.unlink(path)
         return CompiledCode(code, symbol, externals)
 
@@ -230,6 +237,18 @@ class CpuTarget(Target):
         invoke.code = loaded  # the code lives as long as the invoker
         invoke.sites = sites
         return invoke
+
+
+def _read_back(handle: int, path: str) -> bytes:
+    """The object code LLVM wrote to `path`, read through the descriptor of the file made
+    for it: the scratch directory may be shared (/dev/shm), and code is only ever read from
+    the file this process created, never from whatever has that name now."""
+    if os.stat(path, follow_symlinks=False).st_ino != os.fstat(handle).st_ino:
+        raise KilnError(f"the object file {path} was replaced while LLVM wrote it",
+                        hint="another process changed Kiln's scratch files; compile again")
+    with os.fdopen(os.dup(handle), "rb") as f:
+        f.seek(0)
+        return f.read()
 
 
 @functools.lru_cache(maxsize=None)

@@ -70,8 +70,10 @@ def gpu_stages(arch: str) -> list[Stage]:
                            "out-params (XLA: buffer assignment)", [
             "kiln-gpu-count-inputs",          # only results are copied back to the host
             "kiln-copy-repeated-results",
+            "kiln-switches-as-ifs",           # upstream mis-analyses scf.index_switch
             "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
             "function-boundary-type-conversion=identity-layout-map}",
+            "kiln-if-chains-as-switches",     # ... and back: one host switch step, not a chain
             "canonicalize",
             "buffer-results-to-out-params{hoist-static-allocs modify-public-functions}",
             "canonicalize",

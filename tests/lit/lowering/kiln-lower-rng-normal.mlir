@@ -17,9 +17,12 @@ func.func @main(%mu: tensor<f32>, %sigma: tensor<f32>) -> tensor<4xf32> {
 
 // -----
 
-// Integer UNIFORM is upstream's: left alone.
+// Integer UNIFORM: a + (64 hashed bits mod (b - a)), no overflow (upstream rejects it).
 // CHECK-LABEL: func.func @main
-// CHECK: stablehlo.rng
+// CHECK-NOT: stablehlo.rng
+// CHECK: stablehlo.iota
+// CHECK: stablehlo.select
+// CHECK: stablehlo.remainder
 func.func @main(%a: tensor<i32>, %b: tensor<i32>) -> tensor<4xi32> {
   %shape = stablehlo.constant dense<[4]> : tensor<1xi64>
   %0 = stablehlo.rng %a, %b, %shape, distribution = UNIFORM : (tensor<i32>, tensor<i32>, tensor<1xi64>) -> tensor<4xi32>

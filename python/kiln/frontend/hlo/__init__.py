@@ -59,6 +59,8 @@ def hlo_to_stablehlo(text: str, filename: str = "<hlo>", verify: bool = True) ->
     return verify_mlir(mlir) if verify else mlir
 
 
-def stablehlo_to_hlo(module_text: str) -> str:
+def stablehlo_to_hlo(module_text: str, filename: str = "<stablehlo>") -> str:
+    from ..untrusted import check_text_nesting
     from .exporter import stablehlo_to_hlo as _export
+    check_text_nesting(module_text, filename)  # before the MLIR parser sees it
     return _export(module_text)

@@ -82,13 +82,22 @@ def _list(vals) -> str:
     return "[" + ", ".join(str(int(v)) for v in vals) + "]"
 
 
-def _i64_matrix(rows, ncols=None) -> str:
+# Collectives whose groups may differ in size (XLA's verifier requires equal sizes for the
+# others: their result shapes depend on the group size).
+_UNEQUAL_GROUPS_OK = {"all-reduce", "all-reduce-start"}
+
+
+def _i64_matrix(rows, ncols=None, pad=False) -> str:
+    """A dense i64 matrix; with `pad`, rows of unequal length are padded with -1 (StableHLO's
+    form for groups of unequal size, as XLA's importer writes it)."""
     rows = [list(r) for r in rows]
     if not rows:
         return "dense<> : tensor<0x0xi64>" if ncols is None else f"dense<> : tensor<0x{ncols}xi64>"
     width = max(len(r) for r in rows)
     if any(len(r) != width for r in rows):
-        raise KilnError("replica groups must all have the same size")
+        if not pad:
+            raise KilnError("replica groups must all have the same size")
+        rows = [r + [-1] * (width - len(r)) for r in rows]
     body = "[" + ", ".join("[" + ", ".join(str(v) for v in r) + "]" for r in rows) + "]"
     return f"dense<{body}> : tensor<{len(rows)}x{width}xi64>"
 
@@ -528,6 +537,10 @@ class Emitter:
         return self.shape_env[ins.operands[i]]
 
     def _op_constant(self, ins, a, ops, flat, rtypes):
+        if ins.literal is not None:  # read from an HLO proto: already arrays
+            if ins.shape.is_tuple:
+                return [self.constant(arr, leaf) for arr, leaf in zip(ins.literal, ins.shape.leaves())]
+            return [self.constant(ins.literal, ins.shape)]
         where = self.m.where(ins.payload_pos)
         if ins.shape.is_tuple:  # one constant per leaf: tuples are flattened values here
             leaves = parse_tuple_literal(ins.payload or "", ins.shape, where, ins.name)
@@ -1015,7 +1028,14 @@ class Emitter:
 
     # -- tokens, side effects, dynamic shapes
     def _op_after_all(self, ins, a, ops, flat, rtypes):
+        if not flat:  # a fresh token: what XLA's own importer writes for after-all()
+            return self._op_create_token(ins, a, ops, flat, rtypes)
         return [self.op1("stablehlo.after_all", flat, "!stablehlo.token")]
+
+    def _op_create_token(self, ins, a, ops, flat, rtypes):
+        if flat:
+            self.fail("create-token takes no operands", hint="join tokens with after-all")
+        return [self.op1("stablehlo.create_token", [], "!stablehlo.token")]
 
     def _op_optimization_barrier(self, ins, a, ops, flat, rtypes):
         return self.op("stablehlo.optimization_barrier", flat, [v.type for v in flat])
@@ -1033,11 +1053,13 @@ class Emitter:
         return [self.op1("stablehlo.get_dimension_size", flat, rtypes[0], {"dimension": f"{d} : i64"})]
 
     def _op_set_dimension_size(self, ins, a, ops, flat, rtypes):
-        if ins.shape.is_static:
+        dims = a.ints("dimensions", required=True)
+        if len(dims) != 1 or len(flat) != 2:
+            self.fail("expected set-dimension-size(operand, size), dimensions={d}")
+        if ins.shape.is_static:  # a static result shape: the size is a no-op here
             return [flat[0]]
-        return [self.op1("stablehlo.custom_call", flat, rtypes[0],
-                         {"call_target_name": '"SetDimensionSize"',
-                          "backend_config": _mlir_str(str(a.ints("dimensions", [0])[0]))})]
+        return [self.op1("stablehlo.set_dimension_size", flat, rtypes[0],
+                         {"dimension": f"{dims[0]} : i64"})]
 
     def _op_dynamic_reshape(self, ins, a, ops, flat, rtypes):
         sizes = []
@@ -1088,7 +1110,12 @@ class Emitter:
 
     # -- collectives
     def _groups(self, a):
-        return _i64_matrix(a.replica_groups())
+        groups = a.replica_groups()
+        if len({len(g) for g in groups}) > 1 and self.cur.opcode not in _UNEQUAL_GROUPS_OK:
+            self.fail(f"replica groups of unequal sizes {groups}",
+                      hint="only all-reduce accepts groups of different sizes; "
+                           "the result shape of this op depends on the group size")
+        return _i64_matrix(groups, pad=True)
 
     def _collective_attrs(self, a, groups=True):
         attrs = {}
@@ -1193,6 +1220,19 @@ class Emitter:
 
     def _op_collective_permute_done(self, ins, a, ops, flat, rtypes):
         return [flat[1]]
+
+    def _op_ragged_all_to_all(self, ins, a, ops, flat, rtypes):
+        """ragged-all-to-all has no StableHLO op: it becomes the custom call JAX writes for
+        lax.ragged_all_to_all (typed-FFI, groups and channel in a dictionary config)."""
+        if len(flat) != 6:
+            self.fail(f"expected 6 operands (input, output, input_offsets, send_sizes, "
+                      f"output_offsets, recv_sizes), got {len(flat)}")
+        config = [f"replica_groups = {self._groups(a)}"]
+        if a.has("channel_id"):
+            config.append(f"channel_id = {a.int('channel_id')} : i64")
+        return [self.op1("stablehlo.custom_call", flat, rtypes[0], {
+            "call_target_name": '"ragged_all_to_all"', "api_version": "4 : i32",
+            "backend_config": "{" + ", ".join(config) + "}"})]
 
     def _op_collective_broadcast(self, ins, a, ops, flat, rtypes):
         return [self.op1("stablehlo.collective_broadcast", flat, rtypes[0], self._collective_attrs(a))]

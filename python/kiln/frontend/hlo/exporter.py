@@ -88,6 +88,12 @@ def _struct(attr) -> dict[str, list[int]]:
     return out
 
 
+def _replica_groups_text(attr) -> str:
+    """replica_groups={...}; the -1 entries that pad groups of unequal size are dropped."""
+    groups = [[v for v in g if v >= 0] for g in _dense_ints(attr)]
+    return "replica_groups={" + ",".join("{" + _csv(g) + "}" for g in groups) + "}"
+
+
 def _dense_ints(attr) -> list[list[int]]:
     """dense<[[0, 1], [2, 3]]> : tensor<2x2xi64> (or a splat) -> nested python lists."""
     s = str(attr)
@@ -498,6 +504,8 @@ class Exporter:
             attrs.append(f"slice_sizes={{{_csv(_array(a('slice_sizes')))}}}")
             if str(a("indices_are_sorted")) == "true":
                 attrs.append("indices_are_sorted=true")
+        elif short == "custom_call" and _str_attr(a("call_target_name")) == "ragged_all_to_all":
+            opcode, attrs = "ragged-all-to-all", self._ragged_all_to_all(a)
         elif short == "custom_call":
             opcode = "custom-call"
             attrs = [f"custom_call_target={_hlo_str(_str_attr(a('call_target_name')))}"]
@@ -538,16 +546,17 @@ class Exporter:
             attrs = [f"left_side={a('left_side')}", f"lower={a('lower')}",
                      f"unit_diagonal={a('unit_diagonal')}",
                      f"transpose_a={_enum(a('transpose_a'))}"]
-        elif short == "after_all":
-            opcode = "after-all"
+        elif short in ("after_all", "create_token"):
+            opcode = "after-all"  # after-all() with no operands is HLO's fresh token
         elif short in ("replica_id", "partition_id"):
             opcode = short.replace("_", "-")
         elif short == "reduce_precision":
             opcode = "reduce-precision"
             attrs = [f"exponent_bits={_ints(str(a('exponent_bits')))[0]}",
                      f"mantissa_bits={_ints(str(a('mantissa_bits')))[0]}"]
-        elif short == "get_dimension_size":
-            opcode, attrs = "get-dimension-size", [f"dimensions={{{_ints(str(a('dimension')))[0]}}}"]
+        elif short in ("get_dimension_size", "set_dimension_size"):
+            opcode = short.replace("_", "-")
+            attrs = [f"dimensions={{{_ints(str(a('dimension')))[0]}}}"]
         elif short in ("batch_norm_training", "batch_norm_inference", "batch_norm_grad"):
             opcode = short.replace("_", "-")
             eps = float(str(a("epsilon")).split(":")[0])
@@ -730,8 +739,7 @@ class Exporter:
         if short == "all_to_all":
             attrs.append(f"dimensions={{{_ints(str(a('split_dimension')))[0]}}}")
         if a("replica_groups") is not None:
-            groups = _dense_ints(a("replica_groups"))
-            attrs.append("replica_groups={" + ",".join("{" + _csv(g) + "}" for g in groups) + "}")
+            attrs.append(_replica_groups_text(a("replica_groups")))
         if a("source_target_pairs") is not None:
             pairs = _dense_ints(a("source_target_pairs"))
             attrs.append("source_target_pairs={" + ",".join("{" + _csv(p) + "}" for p in pairs) + "}")
@@ -740,6 +748,18 @@ class Exporter:
         if a("use_global_device_ids") is not None:
             attrs.append("use_global_device_ids=true")
         return short.replace("_", "-"), attrs
+
+    def _ragged_all_to_all(self, a):
+        """JAX's custom call for ragged all-to-all (what the importer writes) as HLO's op."""
+        from torch_mlir import ir
+        cfg = a("backend_config")
+        if cfg is None or not isinstance(cfg, ir.DictAttr) or "replica_groups" not in cfg:
+            _fail("ragged_all_to_all custom call without a {replica_groups = ...} dictionary "
+                  "backend_config", hint="write it as lax.ragged_all_to_all does")
+        attrs = [_replica_groups_text(cfg["replica_groups"])]
+        if "channel_id" in cfg:
+            attrs.append(f"channel_id={ir.IntegerAttr(cfg['channel_id']).value}")
+        return attrs
 
     def _while(self, op, comp, env, ops, rshapes):
         t = self.emit(comp, "tuple", _tuple_shape([s for _, s in ops]), ops)

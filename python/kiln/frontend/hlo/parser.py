@@ -7,6 +7,7 @@ while every attribute the importer relies on is still checked, with a location, 
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ class Instruction:
     is_root: bool = False
     payload: str | None = None   # raw text inside constant(...) / parameter(...)
     payload_pos: int = 0
+    literal: object = None       # a constant's array(s), when read from a proto, not text
 
 
 @dataclass
@@ -227,6 +229,10 @@ class Parser:
 
 
 def parse_module(text: str, filename: str = "<hlo>") -> Module:
+    # The parser and the attribute readers recurse on brackets: bound them first (every
+    # caller, kiln-translate included, comes through here).
+    from ..untrusted import check_text_nesting
+    check_text_nesting(text, filename, angle_brackets=False)
     return Parser(text, filename).parse_module()
 
 
@@ -389,13 +395,55 @@ class AttrReader:
 
 def parse_replica_groups(r: str, fail) -> list[list[int]]:
     r = r.strip()
-    iota = iota_groups(r)  # [groups,size]<=[reshape dims]T(perm)
+    try:
+        iota = iota_groups(r)  # [groups,size]<=[reshape dims]T(perm)
+    except KilnError as exc:  # more device ids than Kiln runs, or a mismatch: located here
+        fail(f"{exc.message} ({exc.hint})")
     if iota is not None:
         return iota
+    if r.startswith("mesh"):
+        return mesh_groups(r, fail)
     if not (r.startswith("{") and r.endswith("}")):
-        fail(f"expected replica groups like {{{{0,1}},{{2,3}}}} or [2,2]<=[4], got '{r}'")
+        fail(f"expected replica groups like {{{{0,1}},{{2,3}}}}, [2,2]<=[4] or "
+             f"mesh['x'=2,'y'=2] {{'y'}}, got '{r}'")
     groups = re.findall(r"\{([\d,\s]*)\}", r[1:-1])
     return [[int(x) for x in g.split(",") if x.strip()] for g in groups]
+
+
+_MESH = re.compile(r"mesh\s*\[(?P<axes>[^\]]*)\]\s*\{(?P<chosen>[^}]*)\}")
+_MESH_AXIS = re.compile(r"'(?P<name>[^']+)'\s*=\s*(?P<size>\d+)")
+
+
+def mesh_groups(r: str, fail) -> list[list[int]]:
+    """XLA's mesh form `mesh['a'=2,'b'=4] {'b'}` (JAX's sharded programs print it): devices
+    are iota(a*b) laid out on the named axes; each group varies along the chosen axes (in
+    the order listed) with the other axes fixed, so `{'b'}` gives {{0,1,2,3},{4,5,6,7}}."""
+    m = _MESH.fullmatch(r.strip())
+    if m is None:
+        fail(f"expected mesh replica groups like mesh['x'=2,'y'=2] {{'y'}}, got '{r}'")
+    axes = {}
+    for part in m.group("axes").split(","):
+        a = _MESH_AXIS.fullmatch(part.strip())
+        if a is None:
+            fail(f"mesh axis '{part.strip()}' is not of the form 'name'=size (sub-axes and "
+                 f"explicit device orders are not supported), in '{r}'")
+        if a.group("name") in axes:
+            fail(f"mesh axis '{a.group('name')}' appears twice in '{r}'")
+        axes[a.group("name")] = int(a.group("size"))
+    chosen = [c.strip().strip("'") for c in m.group("chosen").split(",") if c.strip()]
+    unknown = [c for c in chosen if c not in axes]
+    if unknown or len(set(chosen)) != len(chosen):
+        fail(f"mesh groups name axes {chosen}; the mesh has {list(axes)}")
+    names = list(axes)
+    from kiln.distributed.groups import max_devices
+    if math.prod(axes.values()) > max_devices():
+        fail(f"mesh '{r}' has {math.prod(axes.values())} devices; Kiln runs at most "
+             f"{max_devices()} (KILN_MAX_DEVICES)")
+    ids = np.arange(int(np.prod(list(axes.values())))).reshape(list(axes.values()) or [1])
+    fixed = [i for i, n in enumerate(names) if n not in chosen]
+    varying = [names.index(c) for c in chosen]
+    size = int(np.prod([axes[c] for c in chosen])) if chosen else 1
+    return ids.transpose(fixed + varying).reshape(-1, size).tolist() if names else [[0]]
 
 
 # ----------------------------------------------------------------------------- literals

@@ -1,0 +1,59 @@
+"""kiln-fold-empty-values: data-movement ops with zero-element results -> `dense<>` constants.
+
+A slice with no elements is valid wherever its start lies in [0, dim]: StableHLO's
+`slice %x [1:2, 4:4]` on a tensor<2x4xf32> has start == dim in its empty dimension. Upstream's
+legalize-to-linalg turns it into a `tensor.extract_slice` at offset 4, which the tensor
+dialect's verifier rejects ("offset 1 is out-of-bounds: 4 >= 4"), and a `real_dynamic_slice`
+with constant bounds becomes the same slice once canonicalized. A zero-element result has
+no contents to compute, so the op is replaced by a zero-element constant of its type
+before upstream sees it. A constant, not a `tensor.empty`: bufferization may let an in-place
+consumer write into a `tensor.empty`'s buffer, so an entry returning both the empty value
+and, say, its negation would return one buffer twice, which `buffer-results-to-out-params`
+crashes on (fuzz finding F7); a constant is read-only and never shared that way. Runs after Kiln's run-time guards (kiln-guard-run-time-shapes), so the
+checks of run-time starts and limits stay.
+
+Only the ops listed below are replaced: ops that read their operands and nothing else, have
+no side effects and no run-time error of their own, so dropping them changes nothing but the
+code. Results with dynamic sizes are left alone (their size is known only when run).
+"""
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from .ir_util import walk
+from .patterns import replace_op
+
+# Pure data movement: a zero-element result reads nothing.
+EMPTY_FOLDABLE = frozenset({
+    "stablehlo.slice",
+    "stablehlo.dynamic_slice",
+    "stablehlo.real_dynamic_slice",
+    "stablehlo.gather",
+    "stablehlo.pad",
+})
+
+
+def fold_empty_values(module: ir.Module) -> None:
+    with module.context:
+        for op in [o for o in walk(module.operation) if o.name in EMPTY_FOLDABLE]:
+            if len(op.results) == 1 and _is_static_and_empty(op.results[0].type):
+                empty = _empty_constant(op.results[0].type, op.location, ir.InsertionPoint(op))
+                replace_op(op, [empty.result])
+
+
+def _empty_constant(result_type: ir.Type, loc: ir.Location,
+                    ip: ir.InsertionPoint) -> ir.Operation:
+    """A `stablehlo.constant dense<>` of `result_type`, built at `ip`. Parsed as text and
+    cloned: the Python bindings cannot hold a complex-typed dense attribute
+    (`ir.Attribute.parse` of one raises), but the parser builds it without handing it over."""
+    holder = ir.Module.parse(
+        f'%0 = "stablehlo.constant"() <{{value = dense<> : {result_type}}}> '
+        f': () -> {result_type} {loc}', loc.context)
+    return holder.body.operations[0].operation.clone(ip=ip)
+
+
+def _is_static_and_empty(t: ir.Type) -> bool:
+    if not isinstance(t, ir.RankedTensorType):
+        return False
+    shape = ir.RankedTensorType(t)
+    return shape.has_static_shape and 0 in shape.shape

@@ -1,0 +1,176 @@
+"""What Kiln's PJRT plugin (runtime/pjrt/kiln_pjrt_python.c) calls in Python.
+
+The C side calls, holding the GIL:
+  stablehlo_versions()                              -> ((major, minor, patch), (...))
+  compile(code, format, options, num_devices)       -> Program | Failure
+  Program.execute([[(memoryview, type, dims), ...] per device])
+                                                    -> [[uint8 array per output] per device]
+                                                       | Failure
+A Failure carries a PJRT error code and Kiln's message; the framework raises it as
+JaxRuntimeError. Results go back as flat byte views of contiguous numpy arrays, which the C
+buffers then own (no copy).
+"""
+from __future__ import annotations
+
+import hashlib
+import traceback
+
+import numpy as np
+
+from ..errors import KilnError
+from . import element_types
+from .compile_options import CompileOptions, parse_compile_options
+
+# PJRT_Error_Code values (runtime/pjrt/kiln_pjrt_c_api.h)
+INVALID_ARGUMENT = 3
+INTERNAL = 13
+
+
+class Failure:
+    """An error for the C side to report: `pjrt_error_code` and `message`."""
+
+    def __init__(self, code: int, message: str):
+        self.pjrt_error_code = code
+        self.message = message
+
+
+def _failure(what: str, exc: BaseException) -> Failure:
+    if isinstance(exc, KilnError):
+        return Failure(INVALID_ARGUMENT, f"Kiln: {exc.one_line()}")
+    # A bug in Kiln or the plugin: say where, for the report.
+    where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    at = f" at {where.filename}:{where.lineno}" if where else ""
+    return Failure(INTERNAL, f"Kiln PJRT plugin: {what} failed with "
+                             f"{type(exc).__name__}: {exc}{at}")
+
+
+def stablehlo_versions() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The StableHLO versions Kiln's importer reads: JAX serializes to at most the current."""
+    from torch_mlir._mlir_libs import _stablehlo
+
+    def parse(text):
+        return tuple(int(part) for part in text.split("."))
+    return parse(_stablehlo.get_current_version()), parse(_stablehlo.get_minimum_version())
+
+
+class Program:
+    """A program compiled by Kiln for the plugin, with the metadata the C side copies."""
+
+    def __init__(self, executable, name: str, options: CompileOptions, fingerprint: str):
+        self.executable = executable
+        self.name = name
+        self.fingerprint = fingerprint
+        self.num_replicas = options.num_replicas
+        self.num_partitions = options.num_partitions
+        self.device_ids = options.device_ids
+        self.device_assignment = options.serialized_device_assignment()
+        specs = executable.result_specs
+        self.output_dtypes = [np.dtype(s.dtype) for s in specs]
+        self.output_types = [element_types.code_of(s.dtype, f"result {i}")
+                             for i, s in enumerate(specs)]
+        if not all(s.is_static for s in specs):
+            raise KilnError("results of dynamic shape cannot be returned through PJRT",
+                            location=name)
+        self.output_dims = [tuple(int(d) for d in s.shape) for s in specs]
+        self.code_size = 0
+        self.donated: list[int] = []  # parameters whose buffers a run consumes
+        self._plain = executable.convention.in_tree is None
+        self._devices = len(self.device_ids)
+        if executable.num_devices != self._devices:
+            raise KilnError(f"the program declares {executable.num_devices} device(s), the "
+                            f"compile options {self._devices}", location=name)
+        if self._devices > 1:
+            # JAX reads a partitioned program's output shardings through the PJRT Shardings
+            # extension, which the plugin does not provide yet: refuse clearly rather than
+            # let JAX fail on a missing sharding.
+            raise KilnError(f"programs over {self._devices} devices (sharding, shard_map, "
+                            "pmap) do not run through Kiln's PJRT plugin yet", location=name,
+                            hint="run it on one device, or export it and use `kiln run`")
+
+    def execute(self, per_device):
+        try:
+            arrays = [[_array(view, code, dims) for view, code, dims in arguments]
+                      for arguments in per_device]
+            results = [self._call(arrays[0])]  # one device (see __init__)
+            return [[self._result(i, out, args) for i, out in enumerate(outs)]
+                    for outs, args in zip(results, arrays)]
+        except Exception as exc:  # reported through PJRT, never lost
+            return _failure("execute", exc)
+
+    def _call(self, arrays):
+        if self._plain:
+            return self.executable(*arrays)  # the executable's fast call path
+        return self.executable.flat(*arrays)
+
+    def _result(self, index: int, out, arguments):
+        out = np.asarray(out)
+        if out.dtype != self.output_dtypes[index] or out.shape != self.output_dims[index]:
+            raise KilnError(f"result {index} is {out.dtype}{list(out.shape)}, compiled as "
+                            f"{self.output_dtypes[index]}{list(self.output_dims[index])}",
+                            location=self.name)
+        # The buffer will own this memory: it must not be an argument's (freed with it).
+        if not out.flags.c_contiguous or _views_any(out, arguments):
+            out = np.array(out, order="C", copy=True)
+        return out.reshape(-1).view(np.uint8)
+
+
+def _array(view: memoryview, code: int, dims: tuple) -> np.ndarray:
+    return np.frombuffer(view, dtype=np.uint8).view(element_types.dtype_of(code)).reshape(dims)
+
+
+def _views_any(out: np.ndarray, arguments) -> bool:
+    base = out.base
+    while base is not None:
+        if any(base is a or base is a.base for a in arguments):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+def compile(code: bytes, format: str, options: bytes, num_devices: int):
+    """Compile a program from JAX: `format` "mlir" is a StableHLO module (portable artifact or
+    text); `options` a serialized CompileOptionsProto."""
+    try:
+        if format != "mlir":
+            raise KilnError(f"programs in format '{format}' cannot be compiled by Kiln's PJRT "
+                            "plugin", hint="JAX sends StableHLO ('mlir')")
+        compile_options = parse_compile_options(options, num_devices)
+        import kiln
+        name, donated = _read_module(code)
+        executable = kiln.compile(code, filename=name)
+        digest = hashlib.sha256(code + options).hexdigest()[:32]
+        program = Program(executable, name, compile_options, digest)
+        program.donated = donated
+        return program
+    except Exception as exc:  # reported through PJRT, never lost
+        return _failure("compile", exc)
+
+
+def _read_module(code: bytes) -> tuple[str, list[int]]:
+    """The module's name (JAX names it after the function: jit_f), for messages, and the
+    parameters JAX donates (tf.aliasing_output / jax.buffer_donor on @main's arguments): the
+    plugin marks their buffers deleted after a run, as XLA does, so that JAX sees them
+    consumed; Kiln writes results to new memory, so nothing else changes. (A portable artifact
+    encodes attribute names, so they cannot be searched for in its bytes: the module is read,
+    a small cost beside compiling it.)"""
+    from jax._src.interpreters.mlir import make_ir_context
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    with make_ir_context() as ctx:  # every dialect JAX emits (sdy, chlo...) is known there
+        if code[:4] == b"ML\xefR":
+            module = stablehlo.deserialize_portable_artifact(ctx, code)
+        else:
+            module = ir.Module.parse(code.decode())
+        attributes = module.operation.attributes
+        name = ir.StringAttr(attributes["sym_name"]).value if "sym_name" in attributes \
+            else "jax-program"
+        for op in module.body.operations:
+            if op.operation.name == "func.func" and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                if "arg_attrs" not in op.attributes:
+                    return name, []
+                return name, [i for i, attrs in enumerate(op.attributes["arg_attrs"])
+                              if "tf.aliasing_output" in ir.DictAttr(attrs)
+                              or "jax.buffer_donor" in ir.DictAttr(attrs)]
+    return name, []

@@ -1,0 +1,46 @@
+"""The `jax_plugins` entry point: registers Kiln's PJRT plugin with JAX as platform "kiln".
+
+Devices: one by default; KILN_DEVICES=N gives N (threads of this process sharing host
+memory). The priority puts Kiln after JAX's own CPU backend unless JAX_PLATFORMS names it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import KilnError
+from ..native import _package_dirs
+
+PLATFORM = "kiln"
+PRIORITY = -100  # below XLA:CPU's (0): Kiln is the default backend only when JAX_PLATFORMS names it
+
+
+def library_path() -> Path:
+    for directory in _package_dirs():
+        found = sorted((directory / "_native").glob("kiln_pjrt_plugin*.so"))
+        if found:
+            return found[0]
+    raise KilnError("Kiln's PJRT plugin library (kiln_pjrt_plugin.so) is not built",
+                    hint="install Kiln with pip (it builds the library with CMake)")
+
+
+def device_count() -> int:
+    text = os.environ.get("KILN_DEVICES", "1")
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 1024:
+        raise KilnError(f"KILN_DEVICES={text!r}: expected a device count from 1 to 1024")
+    return count
+
+
+def initialize() -> None:
+    """Called by jax when it discovers its plugins."""
+    from jax._src import xla_bridge
+
+    xla_bridge.register_plugin(PLATFORM, priority=PRIORITY, library_path=str(library_path()),
+                               options={"num_devices": device_count()})
+    from .lowering import enable_donation, register_cpu_lowerings
+    register_cpu_lowerings(PLATFORM)
+    enable_donation(PLATFORM)

@@ -1,0 +1,188 @@
+/* The executable entries of Kiln's PJRT plugin: compile, execute and what the framework asks
+ * of a compiled program. The program itself lives in Kiln's Python (kiln_pjrt_python.c);
+ * its metadata was copied into C at compile time, so these getters never take the GIL. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_pjrt_internal.h"
+
+PJRT_Error *kiln_Client_Compile(PJRT_Client_Compile_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Client_Compile_Args, args, executable);
+  if (args->program == NULL)
+    return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT_Client_Compile: no program");
+  return kiln_pjrt_compile(args->client, args->program, args->compile_options,
+                           args->compile_options_size, &args->executable);
+}
+
+PJRT_Error *kiln_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Execute_Args, args, device_complete_events);
+  if (args->options != NULL && args->options->num_send_ops + args->options->num_recv_ops > 0)
+    return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
+                           "Kiln's PJRT plugin has no host send/recv callbacks");
+  return kiln_pjrt_execute(args);
+}
+
+PJRT_Error *kiln_LoadedExecutable_Destroy(PJRT_LoadedExecutable_Destroy_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Destroy_Args, args, executable);
+  if (args->executable == NULL) return NULL;
+  kiln_pjrt_program_release(args->executable->program);
+  free(args->executable);
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_GetExecutable(PJRT_LoadedExecutable_GetExecutable_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_GetExecutable_Args, args, executable);
+  PJRT_Executable *executable = malloc(sizeof *executable);
+  if (executable == NULL)
+    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "out of memory");
+  executable->program = args->loaded_executable->program;
+  kiln_pjrt_program_retain(executable->program);
+  args->executable = executable;
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_AddressableDevices(
+    PJRT_LoadedExecutable_AddressableDevices_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_AddressableDevices_Args, args, num_addressable_devices);
+  args->addressable_devices = kiln_program_devices(args->executable->program);
+  args->num_addressable_devices = kiln_program_num_addressable(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_AddressableDeviceLogicalIds(
+    PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args, args,
+                    num_addressable_device_logical_ids);
+  args->addressable_device_logical_ids = kiln_program_logical_ids(args->executable->program);
+  args->num_addressable_device_logical_ids =
+      kiln_program_num_addressable(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_Delete(PJRT_LoadedExecutable_Delete_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Delete_Args, args, executable);
+  atomic_store(&args->executable->deleted, true);
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_IsDeleted(PJRT_LoadedExecutable_IsDeleted_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_IsDeleted_Args, args, is_deleted);
+  args->is_deleted = atomic_load(&args->executable->deleted);
+  return NULL;
+}
+
+PJRT_Error *kiln_LoadedExecutable_Fingerprint(PJRT_LoadedExecutable_Fingerprint_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Fingerprint_Args, args, executable_fingerprint_size);
+  args->executable_fingerprint = kiln_program_fingerprint(args->executable->program);
+  args->executable_fingerprint_size = strlen(args->executable_fingerprint);
+  return NULL;
+}
+
+static void free_assignment(PJRT_DeviceAssignmentSerialized *assignment) {
+  (void)assignment; /* the bytes belong to the program */
+}
+
+PJRT_Error *kiln_LoadedExecutable_GetDeviceAssignment(
+    PJRT_LoadedExecutable_GetDeviceAssignment_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_GetDeviceAssignment_Args, args,
+                    serialized_device_assignment_deleter);
+  args->serialized_bytes =
+      kiln_program_device_assignment(args->executable->program, &args->serialized_bytes_size);
+  args->serialized_device_assignment = NULL;
+  args->serialized_device_assignment_deleter = free_assignment; /* must not be NULL */
+  return NULL;
+}
+
+/* ---- PJRT_Executable: a view of a loaded executable's program ---- */
+PJRT_Error *kiln_Executable_Destroy(PJRT_Executable_Destroy_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_Destroy_Args, args, executable);
+  if (args->executable == NULL) return NULL;
+  kiln_pjrt_program_release(args->executable->program);
+  free(args->executable);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_Name(PJRT_Executable_Name_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_Name_Args, args, executable_name_size);
+  args->executable_name = kiln_program_name(args->executable->program);
+  args->executable_name_size = strlen(args->executable_name);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_NumReplicas(PJRT_Executable_NumReplicas_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_NumReplicas_Args, args, num_replicas);
+  args->num_replicas = kiln_program_num_replicas(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_NumPartitions(PJRT_Executable_NumPartitions_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_NumPartitions_Args, args, num_partitions);
+  args->num_partitions = kiln_program_num_partitions(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_NumOutputs(PJRT_Executable_NumOutputs_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_NumOutputs_Args, args, num_outputs);
+  args->num_outputs = kiln_program_num_outputs(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_SizeOfGeneratedCodeInBytes(
+    PJRT_Executable_SizeOfGeneratedCodeInBytes_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, args, size_in_bytes);
+  args->size_in_bytes = kiln_program_code_size(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_GetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_GetCostAnalysis_Args, args, properties);
+  args->num_properties = 0; /* Kiln has no cost model to report */
+  args->properties = NULL;
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_OutputMemoryKinds(PJRT_Executable_OutputMemoryKinds_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_OutputMemoryKinds_Args, args, memory_kind_sizes);
+  KilnProgram *program = args->executable->program;
+  args->num_outputs = kiln_program_num_outputs(program);
+  args->memory_kinds = kiln_program_memory_kinds(program);
+  args->memory_kind_sizes = kiln_program_memory_kind_sizes(program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_OutputElementTypes(PJRT_Executable_OutputElementTypes_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_OutputElementTypes_Args, args, num_output_types);
+  args->output_types = kiln_program_output_types(args->executable->program);
+  args->num_output_types = kiln_program_num_outputs(args->executable->program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_OutputDimensions(PJRT_Executable_OutputDimensions_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_OutputDimensions_Args, args, dim_sizes);
+  KilnProgram *program = args->executable->program;
+  args->num_outputs = kiln_program_num_outputs(program);
+  args->dims = kiln_program_output_dims(program);
+  args->dim_sizes = kiln_program_output_ranks(program);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_Fingerprint(PJRT_Executable_Fingerprint_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_Fingerprint_Args, args, executable_fingerprint_size);
+  args->executable_fingerprint = kiln_program_fingerprint(args->executable->program);
+  args->executable_fingerprint_size = strlen(args->executable_fingerprint);
+  return NULL;
+}
+
+PJRT_Error *kiln_Executable_GetCompiledMemoryStats(
+    PJRT_Executable_GetCompiledMemoryStats_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_GetCompiledMemoryStats_Args, args, host_temp_size_in_bytes);
+  return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
+                         "Kiln's PJRT plugin reports no compiled memory statistics yet");
+}
+
+PJRT_Error *kiln_Executable_Serialize(PJRT_Executable_Serialize_Args *args) {
+  KILN_PJRT_REQUIRE(PJRT_Executable_Serialize_Args, args, serialized_executable_deleter);
+  return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
+                         "Kiln's PJRT plugin cannot serialize executables yet (JAX's persistent "
+                         "compilation cache needs it; Kiln's own compile cache works)");
+}

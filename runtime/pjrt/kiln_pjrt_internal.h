@@ -1,0 +1,137 @@
+/* The objects behind Kiln's PJRT handles, shared by the plugin's source files.
+ *
+ * Threading: entries arrive on any thread, some holding the GIL (getters called from Python)
+ * and some not (Compile and Execute, on JAX's threads). The rule that keeps this free of
+ * deadlocks: C state is guarded by short mutexes that are never held while taking the GIL or
+ * calling into Python; Python state is touched only under the GIL (kiln_pjrt_python.c). */
+#ifndef KILN_PJRT_INTERNAL_H_
+#define KILN_PJRT_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "kiln_pjrt_c_api.h"
+
+#define KILN_PJRT_PLATFORM "kiln"
+#define KILN_PJRT_MAX_DEVICES 1024
+
+/* ---- errors (kiln_pjrt_events.c) ---- */
+PJRT_Error *kiln_pjrt_error(PJRT_Error_Code code, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The error for an entry Kiln does not provide. */
+PJRT_Error *kiln_pjrt_unimplemented(const char *entry);
+/* The error when the caller's struct is older than the fields an entry needs. */
+#define KILN_PJRT_REQUIRE(type, args, field)                                                \
+  do {                                                                                       \
+    if ((args) == NULL || !KILN_PJRT_HAS_FIELD(type, args, field))                          \
+      return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,                              \
+                             "%s: argument struct too small (struct_size %zu, need %zu)",   \
+                             #type, (args) ? (args)->struct_size : 0,                       \
+                             KILN_PJRT_STRUCT_SIZE(type, field));                           \
+  } while (0)
+PJRT_Error_Code kiln_pjrt_error_code(const PJRT_Error *error);
+const char *kiln_pjrt_error_message(const PJRT_Error *error);
+void kiln_pjrt_error_free(PJRT_Error *error);
+
+/* ---- events (kiln_pjrt_events.c) ---- */
+/* An event that is already complete: with `error` (taken over) or successfully. */
+PJRT_Event *kiln_pjrt_event_ready(PJRT_Error *error);
+PJRT_Event *kiln_pjrt_event_new(void);
+void kiln_pjrt_event_set(PJRT_Event *event, PJRT_Error_Code code, const char *message);
+
+/* ---- client, devices, memories (kiln_pjrt_client.c) ---- */
+typedef struct KilnMemory KilnMemory;
+
+struct PJRT_DeviceDescription {
+  int id;
+  char kind[32];
+  char debug_string[64];
+  char to_string[64];
+};
+
+struct PJRT_Device {
+  PJRT_DeviceDescription description; /* first: a device is its own description */
+  PJRT_Client *client;
+  KilnMemory *memory; /* host memory: the device's only (and default) memory */
+};
+
+struct PJRT_TopologyDescription {
+  PJRT_Client *client;
+};
+
+struct PJRT_Client {
+  int num_devices;
+  PJRT_Device **devices;
+  PJRT_DeviceDescription **descriptions;
+  PJRT_Memory **memories;
+  PJRT_TopologyDescription topology;
+};
+
+PJRT_Memory *kiln_pjrt_device_memory(PJRT_Device *device);
+
+/* ---- buffers (kiln_pjrt_buffers.c) ---- */
+struct PJRT_Buffer {
+  PJRT_Device *device;
+  PJRT_Buffer_Type type;
+  size_t rank;
+  int64_t *dims;
+  void *data;
+  size_t size_bytes;
+  void *owner;     /* non-NULL: a Python object owns `data` (a result), see python.c */
+  atomic_int holds; /* the handle plus each external reference */
+  atomic_bool deleted;
+};
+
+/* Bytes per element of `type` in host memory, 0 for types Kiln does not hold. Sub-byte
+ * integers take a byte each, as numpy (ml_dtypes) stores them. */
+size_t kiln_pjrt_element_size(PJRT_Buffer_Type type);
+/* The element count of `dims`, or -1 on a negative dimension or overflow. */
+int64_t kiln_pjrt_element_count(const int64_t *dims, size_t rank);
+PJRT_Buffer *kiln_pjrt_buffer_new(PJRT_Device *device, PJRT_Buffer_Type type,
+                                  const int64_t *dims, size_t rank);
+/* A buffer over `data`, which Python object `owner` keeps alive (released with the buffer). */
+PJRT_Buffer *kiln_pjrt_buffer_adopt(PJRT_Device *device, PJRT_Buffer_Type type,
+                                    const int64_t *dims, size_t rank, void *data, void *owner);
+
+/* ---- executables and the calls into Kiln's Python (kiln_pjrt_python.c) ---- */
+typedef struct KilnProgram KilnProgram;
+
+struct PJRT_LoadedExecutable {
+  KilnProgram *program;
+  PJRT_Client *client;
+  atomic_bool deleted;
+};
+
+struct PJRT_Executable {
+  KilnProgram *program;
+};
+
+void kiln_pjrt_program_retain(KilnProgram *program);
+void kiln_pjrt_program_release(KilnProgram *program);
+PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *program,
+                              const char *options, size_t options_size,
+                              PJRT_LoadedExecutable **out);
+PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args);
+/* Drops a result buffer's Python owner (safe during interpreter shutdown). */
+void kiln_pjrt_release_owner(void *owner);
+/* The StableHLO versions Kiln reads, asked of Kiln's Python once: [major, minor, patch]. */
+void kiln_pjrt_stablehlo_versions(int64_t current[3], int64_t minimum[3]);
+
+/* Program metadata, read by the executable entries (kiln_pjrt_executable.c). */
+const char *kiln_program_name(const KilnProgram *program);
+const char *kiln_program_fingerprint(const KilnProgram *program);
+size_t kiln_program_num_outputs(const KilnProgram *program);
+size_t kiln_program_num_replicas(const KilnProgram *program);
+size_t kiln_program_num_partitions(const KilnProgram *program);
+PJRT_Buffer_Type *kiln_program_output_types(KilnProgram *program);
+const int64_t *kiln_program_output_dims(const KilnProgram *program);
+const size_t *kiln_program_output_ranks(const KilnProgram *program);
+const char *const *kiln_program_memory_kinds(const KilnProgram *program);
+const size_t *kiln_program_memory_kind_sizes(const KilnProgram *program);
+const char *kiln_program_device_assignment(const KilnProgram *program, size_t *size);
+size_t kiln_program_num_addressable(const KilnProgram *program);
+PJRT_Device *const *kiln_program_devices(const KilnProgram *program);
+const PJRT_LogicalDeviceIds *kiln_program_logical_ids(const KilnProgram *program);
+int64_t kiln_program_code_size(const KilnProgram *program);
+
+#endif /* KILN_PJRT_INTERNAL_H_ */

@@ -18,36 +18,19 @@ Workers are also replaced every `recycle` cases, so a slow leak cannot pile up.
 from __future__ import annotations
 
 import os
-import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from kiln.frontend.untrusted import receive_message, send_message
+
 MEMORY_LIMIT = 4 << 30  # address space per worker: a runaway allocation fails, not the machine
-
-
-def _send(stream, obj) -> None:
-    data = pickle.dumps(obj)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream):
-    header = stream.read(8)
-    if len(header) < 8:
-        raise EOFError
-    (size,) = struct.unpack("<Q", header)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return pickle.loads(data)
 
 
 # -- the worker side -------------------------------------------------------------------------
@@ -94,15 +77,15 @@ def serve(handler, warm_up=None) -> None:
     faulthandler.disable()  # the parent reports the signal; a dump would only fill the log
     if warm_up is not None:
         warm_up()
-    _send(replies, "ready")
+    send_message(replies, "ready")
     while True:
         try:
-            case = _receive(requests)
+            case = receive_message(requests)
         except EOFError:
             return
         os.ftruncate(2, 0)  # the log holds what the current case printed, nothing older
         os.lseek(2, 0, os.SEEK_SET)
-        _send(replies, handler(case))
+        send_message(replies, handler(case))
 
 
 def internal_error_detail(exc) -> str:
@@ -146,13 +129,13 @@ class _Worker:
         if not ready:
             return TimeoutError
         try:
-            return _receive(self.process.stdout)
+            return receive_message(self.process.stdout)
         except EOFError:
             return EOFError
 
     def ask(self, case, timeout: float):
         try:
-            _send(self.process.stdin, case)
+            send_message(self.process.stdin, case)
         except BrokenPipeError:  # it died between cases (its parent-death signal, a leak)
             return EOFError
         return self._wait(timeout)

@@ -24,7 +24,13 @@ Guarded (StableHLO spec constraints; `dim` is the operand's size, static or read
                             static start, limit and stride were checked by the verifier)
   shape agreement           where a dimension involved is dynamic, the sizes the spec requires
                             to be equal are (elementwise ops, select/clamp, concatenate,
-                            dot_general, transpose: shape_agreement.py); nothing for static ones
+                            dot_general, transpose, reduce and reduce_window inputs:
+                            shape_agreement.py); nothing for static ones
+  sizes that must fit       a dynamic operand of broadcast_in_dim, reshape, pad, reduce_window
+                            or convolution with a static result, and while/if/case region
+                            results returned as dynamic for a static declared type
+                            (fit_guards.py). dynamic_update_slice with a dynamic operand or
+                            update is refused at compile time ("cannot lower")
 Clamped by the spec and by the lowerings, so never out of bounds (tested in
 tests/py/test_runtime_bounds.py): dynamic_slice and dynamic_update_slice (starts clamped to
 [0, dim - size], unsigned starts widened first by slicing.py), gather (start indices clamped)
@@ -39,6 +45,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, func, memref, scf, tensor
 
 from ..diagnostics import format_location
+from . import fit_guards as fits_
 from . import shape_agreement as agreement
 from .ir_util import walk
 
@@ -49,20 +56,32 @@ _SIZE_OPS = frozenset({"stablehlo.real_dynamic_slice", "stablehlo.dynamic_iota",
 # Guarded only where an operand has a dynamic size (static ones were checked by verifiers).
 _WHEN_DYNAMIC = agreement.RULE_OPS | {"stablehlo.slice"}
 # Every op the pass may guard (the registry skips a module with none of them).
-GUARDED_OPS = _SIZE_OPS | _WHEN_DYNAMIC
+GUARDED_OPS = _SIZE_OPS | _WHEN_DYNAMIC | frozenset(fits_.GUARDS) | frozenset(fits_.REGION_OPS)
 # arith.cmpi predicates
 _NE, _SLT, _SLE, _SGT = 1, 2, 3, 4
 
 
 def guard_run_time_shapes(module: ir.Module) -> None:
-    ops = [op for op in walk(module.operation)
-           if op.name in _SIZE_OPS or (op.name in _WHEN_DYNAMIC and _guard_needed(op))]
-    if not ops:
+    ops, fits, yields = [], [], []
+    for op in walk(module.operation):
+        if op.name in _SIZE_OPS or (op.name in _WHEN_DYNAMIC and _guard_needed(op)):
+            ops.append(op)
+        if op.name in fits_.GUARDS and fits_.needed(op):
+            fits.append(op)
+        if op.name in fits_.REGION_OPS:
+            yields += [(op, *found) for found in fits_.mismatched_yields(op)]
+    if not (ops or fits or yields):
         return   # all static: the module is left exactly as it was
     guards = _Guards(module)
     for op in ops:
         with ir.InsertionPoint(op), op.location:
             _GUARDS.get(op.name, _shape_agreement)(guards, op)
+    for op in fits:
+        with ir.InsertionPoint(op), op.location:
+            fits_.GUARDS[op.name](guards, op)
+    for op, terminator, types in yields:
+        with ir.InsertionPoint(terminator), op.location:
+            fits_.guard_yield(guards, op, terminator, types)
 
 
 class _Guards:
@@ -161,13 +180,15 @@ class _Guards:
         nonempty = self.all([self.cmp(_NE, n, zero) for n in dynamic])
         return [arith.andi(self.any(bad), nonempty)]
 
-    def fail_if(self, bad: list[ir.Value], op: ir.Operation, constraint: str) -> None:
-        """Call the runtime's failure handler when any of `bad` holds."""
+    def fail_if(self, bad: list[ir.Value], op: ir.Operation, constraint: str,
+                name: str | None = None) -> None:
+        """Call the runtime's failure handler when any of `bad` holds; the message names
+        `name`, else the op's own name (a lowered op names the StableHLO op it came from)."""
         if not bad:
             return
         # A program parsed from memory has no file name: "<string>", as compile errors say.
         where = format_location(op.location, "<string>")
-        text = f"{op.name}\x1f{where}\x1f{constraint}".encode("utf-8", "replace")
+        text = f"{name or op.name}\x1f{where}\x1f{constraint}".encode("utf-8", "replace")
         data = memref_global(self, text)
         branch = scf.IfOp(self.any(bad))
         with ir.InsertionPoint(branch.then_block):

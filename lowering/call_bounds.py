@@ -9,26 +9,24 @@ limit is refused at the function that makes it so, with a located error.
 """
 from __future__ import annotations
 
-import os
 import re
 
 from torch_mlir import ir
 
+from .. import environment
 from .. import pipeline
 from ..errors import KilnError
 
-# Operations the inliner may build, summed over every function: far past a large model (the
-# biggest conformance programs hold tens of thousands), far below what exhausts memory (a
-# few hundred bytes each). A program may in any case grow to MIN_GROWTH times its own size.
-DEFAULT_MAX_INLINED_OPS = 1 << 21
+# Operations the inliner may build, summed over every function (KILN_MAX_INLINED_OPS, by
+# default 2^21: kiln/environment.py): far past a large model (the biggest conformance
+# programs hold tens of thousands), far below what exhausts memory (a few hundred bytes
+# each). A program may in any case grow to MIN_GROWTH times its own size.
 MIN_GROWTH = 8
 # Calls nested deeper than this are no program's structure (and Kiln's walks stay shallow).
 MAX_CALL_DEPTH = 1024
 
 def max_inlined_ops() -> int:
-    raw = os.environ.get("KILN_MAX_INLINED_OPS")
-    if raw is None:
-        return DEFAULT_MAX_INLINED_OPS
+    raw = environment.get("KILN_MAX_INLINED_OPS")
     try:
         return max(1, int(raw))
     except ValueError:

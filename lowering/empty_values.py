@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from .empty_operands import fold_padding_only, reads_only_padding
+from .empty_reductions import fold_empty_reduction, reduces_nothing
 from .ir_util import walk
 from .patterns import replace_op
 
@@ -30,13 +32,19 @@ EMPTY_FOLDABLE = frozenset({
     "stablehlo.real_dynamic_slice",
     "stablehlo.gather",
     "stablehlo.pad",
+    "stablehlo.reduce",   # also over zero elements: its init values (empty_reductions.py)
+    "stablehlo.reduce_window",  # over an empty operand: over its padding (empty_operands.py)
 })
 
 
 def fold_empty_values(module: ir.Module) -> None:
     with module.context:
         for op in [o for o in walk(module.operation) if o.name in EMPTY_FOLDABLE]:
-            if len(op.results) == 1 and _is_static_and_empty(op.results[0].type):
+            if reduces_nothing(op):
+                fold_empty_reduction(op)
+            elif reads_only_padding(op):
+                fold_padding_only(op)
+            elif len(op.results) == 1 and _is_static_and_empty(op.results[0].type):
                 empty = _empty_constant(op.results[0].type, op.location, ir.InsertionPoint(op))
                 replace_op(op, [empty.result])
 

@@ -234,8 +234,8 @@ def _refusal_hint(name: str) -> str:
                 "generation (function attributes such as `passthrough` or `CConv`); remove it")
     if name.startswith(names.PREFIX):
         return "Kiln's internal `kiln.*` attributes are set by its lowerings only; remove it"
-    return ("Kiln keeps the metadata JAX, XLA and its own front ends write (the README's "
-            "'Untrusted programs' lists it) and refuses other attributes; remove it")
+    return ("Kiln keeps the metadata JAX, XLA and its own front ends write (docs/guides/trust.md "
+            "lists it) and refuses other attributes; remove it")
 
 
 # Attribute names known to be an op's own, and known not to be, by op name: an op's inherent

@@ -29,6 +29,7 @@ _VALUES = {
     "visibility_": frozenset({"0 : i64"}),
     "unnamed_addr": frozenset({"0 : i64"}),
     "no_unwind": frozenset({"unit"}),
+    "always_inline": frozenset({"unit"}),  # the entry, into its C interface (codegen/c_interface.py)
     # convert-math-to-libm's declarations of the C library's math functions (erff, acoshf...)
     "memory_effects": frozenset({"#llvm.memory_effects<other = none, argMem = none, "
                                  "inaccessibleMem = none, errnoMem = none, targetMem0 = none, "

@@ -6,7 +6,10 @@ this is the one place that knows them. Targets list passes by these names (targe
 `kiln-opt --pass NAME` and `--pass-pipeline` run them alone, and `Pipeline`
 (lowering/scripting.py) scripts them from Python.
 
-Every pass runs on any valid module and does nothing when it finds nothing to do. Passes
+Every pass runs on any valid module and does nothing when it finds nothing to do. A check
+(`KilnPass.check`: kiln-validate, kiln-check-legalized...) never changes the module: it
+reports, at its location, the first op that breaks its rule (StableHLO left after
+legalization, say), so it refuses a valid module of an earlier or later stage. Passes
 that work on the entry function take it as an option (`kiln-outline-checks{entry=f}`); by
 default the entry is `main`, else the only public function, and a module with no function
 definition is left alone.
@@ -37,6 +40,8 @@ class KilnPass:
     takes_entry: bool = False
     # The ops it rewrites (pipeline.PyPass.applies_to); None: it always runs.
     applies_to: frozenset[str] | None = None
+    # A check: it only reads the module, and raises a located KilnError where its rule fails.
+    check: bool = False
 
     def bind(self, entry: str | None = None) -> PyPass:
         """This pass as a pipeline step, on `entry` (None: the default entry)."""
@@ -55,16 +60,17 @@ _kiln_passes_registered = False
 
 
 def register(name: str, summary: str, function: Callable[..., None], *,
-             takes_entry: bool = False, applies_to=None) -> KilnPass:
+             takes_entry: bool = False, applies_to=None, check: bool = False) -> KilnPass:
     """Register `function(module)` as pass `name`, for kiln-opt and `Pipeline` (a user's own
     passes too; they follow Kiln's in `passes()`). `applies_to`: the op names (or dialect
-    prefixes such as "stablehlo.") it rewrites; a module with none of them skips the pass."""
+    prefixes such as "stablehlo.") it rewrites; a module with none of them skips the pass.
+    `check`: it only reads the module and reports where a rule fails (KilnPass.check)."""
     _ensure_registered()
-    return _add(name, summary, function, takes_entry, applies_to)
+    return _add(name, summary, function, takes_entry, applies_to, check)
 
 
 def _add(name: str, summary: str, function: Callable[..., None], takes_entry: bool,
-         applies_to=None) -> KilnPass:
+         applies_to=None, check: bool = False) -> KilnPass:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise KilnError(f"bad pass name '{name}'", hint="pass names are lowercase words "
                         "joined by '-', e.g. kiln-lower-sort")
@@ -73,7 +79,7 @@ def _add(name: str, summary: str, function: Callable[..., None], takes_entry: bo
     if applies_to is None:  # a pattern pass knows its root ops (patterns.pattern_pass)
         applies_to = getattr(function, "applies_to", None)
     registered = KilnPass(name, summary, function, takes_entry,
-                          None if applies_to is None else frozenset(applies_to))
+                          None if applies_to is None else frozenset(applies_to), check)
     _PASSES[name] = registered
     return registered
 
@@ -240,17 +246,17 @@ def _register_kiln_passes() -> None:
     from .legalize import (control_flow, custom_calls, fft, floats, jax_targets, linalg_ops, rng,
                            scalarize, scans, scatter, semantics, slicing, sort, top_k,
                            windows)
-    def register(name, summary, function, takes_entry=False, applies_to=None):
-        _add(name, summary, function, takes_entry, applies_to)
+    def register(name, summary, function, takes_entry=False, applies_to=None, check=False):
+        _add(name, summary, function, takes_entry, applies_to, check)
 
     on_entry = {"takes_entry": True}
     # verify
     register("kiln-validate", "MLIR's verifier plus Kiln's input checks: only XLA dialects, "
-             "no patterns known to crash MLIR", verify.validate_module)
+             "no patterns known to crash MLIR", verify.validate_module, check=True)
     from . import size_limits
     register("kiln-check-buffer-sizes", "every tensor/memref type's byte size fits in 64 bits "
              "and KILN_MAX_BUFFER_BYTES (default: physical memory), else a located error",
-             size_limits.check_buffer_sizes)
+             size_limits.check_buffer_sizes, check=True)
     # partition (seed 002's sharding passes)
     from . import spmd
     register("kiln-spmd-partition", "a global program with shardings (kiln.sharding, "
@@ -359,7 +365,7 @@ def _register_kiln_passes() -> None:
     register("kiln-lower-narrow-float-casts", "extf/truncf of 8/6/4-bit floats -> integer code",
              floats.lower_narrow_float_casts, applies_to={"arith.extf", "arith.truncf"})
     register("kiln-check-legalized", "fail, naming the op, if any StableHLO/CHLO/check op "
-             "remains", verify.check_legalized)
+             "remains", verify.check_legalized, check=True)
     # fuse
     register("kiln-protect-contractions", "move large f32/f64 contractions out of reach of "
              "elementwise fusion (bf16/f16/integer ones widened to f32/f64 first, exactly)",
@@ -419,6 +425,13 @@ def _register_kiln_passes() -> None:
     register("kiln-loop-hints", "scf.for loops with long loops inside: LLVM does not unroll "
              "them (copies of vectorized loops cost LLVM time and buy nothing)",
              loop_hints.annotate_loops)
+    from .codegen import c_interface, dedupe_kernels
+    register("kiln-dedupe-kernels", "internal functions with the same code (outlined "
+             "parallel loop bodies, gemm calls of repeated blocks) -> one, compiled once",
+             dedupe_kernels.run)
+    register("kiln-inline-entry-into-c-interface", "the entry becomes internal and "
+             "always-inline: LLVM folds it into its C-interface wrapper (no call with an "
+             "operand per descriptor field)", c_interface.inline_entry_into_c_interface)
     # the GPU target's passes (lowering/gpu/)
     from .gpu import register_passes as register_gpu_passes
     register_gpu_passes(register)

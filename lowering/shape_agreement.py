@@ -28,7 +28,8 @@ SAME_SHAPE = frozenset("stablehlo." + name for name in """
 # Like SAME_SHAPE, but a rank-0 operand is broadcast (select's predicate, clamp's min/max).
 SCALAR_BROADCASTING = frozenset({"stablehlo.select", "stablehlo.clamp"})
 RULE_OPS = SAME_SHAPE | SCALAR_BROADCASTING | {
-    "stablehlo.concatenate", "stablehlo.dot_general", "stablehlo.transpose"}
+    "stablehlo.concatenate", "stablehlo.dot_general", "stablehlo.transpose",
+    "stablehlo.reduce", "stablehlo.reduce_window"}
 
 Member = tuple[ir.Value, int, str]   # a value, one of its dimensions, how to name it
 
@@ -50,7 +51,8 @@ def equal_groups(op: ir.Operation) -> list[list[Member]]:
     if op.name in SAME_SHAPE or op.name in SCALAR_BROADCASTING:
         return _same_shape(op)
     return {"stablehlo.concatenate": _concatenate, "stablehlo.dot_general": _dot_general,
-            "stablehlo.transpose": _transpose}[op.name](op)
+            "stablehlo.transpose": _transpose, "stablehlo.reduce": _reduce,
+            "stablehlo.reduce_window": _reduce_window}[op.name](op)
 
 
 def _same_shape(op: ir.Operation) -> list[list[Member]]:
@@ -70,6 +72,30 @@ def _transpose(op: ir.Operation) -> list[list[Member]]:
     permutation = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
     operand, result = op.operands[0], op.results[0]
     return [[(operand, p, "operand 0"), (result, i, "result")] for i, p in enumerate(permutation)]
+
+
+def _reduce(op: ir.Operation) -> list[list[Member]]:
+    """The inputs (the first half of the operands; the inits are rank 0) have one shape; each
+    result has the inputs' dimensions that are not reduced. The lowering sized every loop
+    from input 0: a shorter input was read past its end."""
+    count = len(op.results)
+    inputs, results = op.operands[:count], op.results
+    reduced = set(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+    kept = [d for d in range(len(_shape(inputs[0]))) if d not in reduced]
+    groups = [[(v, d, f"input {i}") for i, v in enumerate(inputs)] for d in kept]
+    for at, group in enumerate(groups):
+        group += [(r, at, f"result {j}") for j, r in enumerate(results)]
+    groups += [[(v, d, f"input {i}") for i, v in enumerate(inputs)] for d in sorted(reduced)]
+    return groups
+
+
+def _reduce_window(op: ir.Operation) -> list[list[Member]]:
+    """The inputs have one shape, and so have the results (their sizes: fit_guards.py)."""
+    count = len(op.results)
+    inputs, results = op.operands[:count], op.results
+    rank = len(_shape(inputs[0]))
+    return ([[(v, d, f"input {i}") for i, v in enumerate(inputs)] for d in range(rank)]
+            + [[(r, d, f"result {j}") for j, r in enumerate(results)] for d in range(rank)])
 
 
 def _dot_general(op: ir.Operation) -> list[list[Member]]:

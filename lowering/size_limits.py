@@ -18,6 +18,7 @@ import os
 
 from torch_mlir import ir
 
+from .. import environment
 from ..errors import KilnError
 from .ir_util import walk
 
@@ -37,7 +38,7 @@ def physical_memory() -> int:
 
 def max_buffer_bytes() -> int:
     """KILN_MAX_BUFFER_BYTES (a byte count), else physical memory."""
-    text = os.environ.get(LIMIT_ENV, "").strip()
+    text = (environment.get(LIMIT_ENV) or "").strip()
     if not text:
         return physical_memory()
     try:

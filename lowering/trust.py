@@ -33,8 +33,9 @@ from .input_allowlist import (CUSTOM_CALL, DYNAMIC_BROADCAST, DYNAMIC_BROADCAST_
 from . import attribute_reader
 from .ir_util import walk
 from .llvm_function_attributes import check_function_attributes
+from .type_allowlist import TypeChecker
 
-# Dialects whose ops a user's program may hold (see the README's "Untrusted programs").
+# Dialects whose ops a user's program may hold (see docs/guides/trust.md).
 # `interpreter` is the StableHLO reference interpreter's (run_parallel, probe): Kiln reports
 # them with a clear error of its own instead of running them.
 INPUT_DIALECTS = frozenset({"builtin", "func", "stablehlo", "chlo", "mhlo", "sdy", "check",
@@ -86,14 +87,15 @@ def check_input(module: ir.Module, library_symbols: frozenset[str] = frozenset()
     drop the metadata attributes Kiln does not keep (input_allowlist.py)."""
     reserved = RUNTIME_SYMBOLS | LIBC_SYMBOLS | library_symbols
     attribute_reader.self_test(module.operation)  # the C API reads the bindings' objects
-    shadowing, names_read = [], {}
+    shadowing, names_read, types = [], {}, TypeChecker()
     for op in _operations(module.operation):
         op_name = op.name
         if op_name.split(".", 1)[0] not in INPUT_DIALECTS or op_name in _BUILTIN_CASTS:
             raise KilnError(f"'{op_name}' is not allowed in an input program",
                             location=str(op.location),
                             hint="programs may hold only " + ", ".join(sorted(INPUT_DIALECTS - {"builtin"}))
-                                 + " ops (see the README's 'Untrusted programs')")
+                                 + " ops (see docs/guides/trust.md)")
+        types.check(op)   # value types by allowlist (type_allowlist.py)
         places = _check_custom_call(op) if op_name == CUSTOM_CALL else ()
         check_op_attributes(op, op_name, places, names_read)
         if op_name == "func.func":

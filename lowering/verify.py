@@ -22,4 +22,4 @@ def check_legalized(module: ir.Module) -> None:
     for op in walk(module.operation):
         if op.name.split(".")[0] in ("stablehlo", "chlo", "mhlo", "check"):
             raise KilnError(f"Kiln cannot lower '{op.name}' here yet", location=str(op.location),
-                            hint="see the README's status table for supported operations")
+                            hint="see docs/reference/ops.md (kiln's op-support table) for supported operations")

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 # A compile cache of this run's own: nothing stale from an earlier build, nothing left in ~/.cache.
 export KILN_CACHE_DIR="${KILN_CACHE_DIR:-$(mktemp -d -t kiln-test-cache.XXXXXX)}"
 lit -q tests/lit
-python -m pytest -q -n 2 tests/py
+python -m pytest -q -n 2 --durations=25 tests/py

@@ -78,8 +78,8 @@ def register_passes(register) -> None:
     register("kiln-gpu-sink-scalars", "scalar code a launch reads from the host -> copied "
              "into the launch body", loops.sink_scalars)
     register("kiln-gpu-check-kernels", "every op in a kernel module is LLVM or NVVM (else a "
-             "located error naming the op)", ptx.check_kernels)
+             "located error naming the op)", ptx.check_kernels, check=True)
     register("kiln-gpu-check-host", "the host function after outlining holds only what the "
              "GPU execution plan runs (allocations, copies, launches, custom calls, host "
              "control flow)", host.check_host,
-             takes_entry=True)
+             takes_entry=True, check=True)

@@ -32,10 +32,28 @@ _DEVICE_WORK = frozenset({"scf.parallel", "memref.alloc", "memref.copy", "memref
 def host_control_flow(module: ir.Module) -> None:
     for func in module.body.operations:
         func = func.operation
-        if func.name == "func.func" and func.regions[0].blocks:
+        if func.name == "func.func" and func.regions[0].blocks and _bufferized(func):
             needed: set = set()   # ops whose scalar results the host needs
             for block in func.regions[0].blocks:
                 _host_block(block, needed)
+
+
+def _bufferized(func: ir.Operation) -> bool:
+    """Whether no value in `func` is a tensor. The rule is about buffer work: a function still
+    on tensors (before bufferization, where the GPU pipeline does not run this pass) has none
+    yet, and is left as it is."""
+    if any(_is_tensor(t) for t in ir.FunctionType(ir.TypeAttr(
+            func.attributes["function_type"]).value).inputs):
+        return False
+    found = []
+
+    def visit(op):
+        if any(_is_tensor(r.type) for r in op.operation.results):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+    func.walk(visit)
+    return not found
 
 
 def is_host_control(op: ir.Operation) -> bool:
@@ -169,6 +187,16 @@ def _trim(run: list[ir.Operation]) -> list[ir.Operation]:
             for v in run[-1].operands):
         inside.discard(run.pop())
     return run
+
+
+def _is_tensor(t: ir.Type) -> bool:
+    for tensor_type in (ir.RankedTensorType, ir.UnrankedTensorType):
+        try:
+            tensor_type(t)
+        except ValueError:
+            continue
+        return True
+    return False
 
 
 def _is_memref(t: ir.Type) -> bool:

@@ -20,6 +20,11 @@ StableHLO whose upstream lowering is right:
   upstream drops the signedness and sign-extends it (a ui8 255 becomes -1); the operand is
   first converted to a signed integer twice as wide.
 
+* `reduce` over no dimensions (JAX emits it for `reduce_max(x, ())`, e.g. under
+  `disable_jit`) combines each element once with the initial value; upstream has no lowering
+  for it. Each input gains a trailing dimension of size 1, which the reduce then runs over.
+  (A `reduce` of inputs with no elements is kiln-fold-empty-values' work: empty_reductions.py.)
+
 * `log_plus_one` on complex is written with real log1p (XLA's formulation):
   re = log1p(M - 1) + log1p((m / M)^2) / 2 with M, m the larger and smaller of |a + 1| and |b|
   (M - 1 taken as a itself when a + 1 > |b|), im = atan2(b, a + 1); a NaN real part (infinite
@@ -219,6 +224,28 @@ def _widen_unsigned_operands(op: ir.Operation, indices: list[int]) -> None:
             op.operands[i] = _create("stablehlo.convert", _tensor_like(v, wide), [v])
 
 
+def _reduces_no_dimension(op: ir.Operation) -> bool:
+    if len(ir.DenseI64ArrayAttr(op.attributes["dimensions"])) != 0:
+        return False
+    inputs = list(op.operands)[:len(op.operands) // 2]
+    return all(ir.RankedTensorType(v.type).has_static_shape for v in inputs)
+
+
+def _reduce_over_unit_dimension(op: ir.Operation) -> None:
+    """reduce(x, init) over no dimensions as reduce(x[..., None], init) over the new one."""
+    count = len(op.operands) // 2  # inputs, then as many initial values
+    rank = ir.RankedTensorType(op.operands[0].type).rank
+    with ir.InsertionPoint(op), op.location:
+        for i in range(count):
+            value = op.operands[i]
+            shape = list(ir.RankedTensorType(value.type).shape) + [1]
+            op.operands[i] = _create(
+                "stablehlo.broadcast_in_dim",
+                ir.RankedTensorType.get(shape, _element(value)), [value],
+                broadcast_dimensions=ir.DenseI64ArrayAttr.get(list(range(rank))))
+    op.attributes["dimensions"] = ir.DenseI64ArrayAttr.get([rank])
+
+
 def _needs_int_saturation(op: ir.Operation) -> bool:
     src, dst = _element(op.operands[0]), _element(op.results[0])
     if isinstance(src, ir.ComplexType):
@@ -255,6 +282,8 @@ def fix_semantics(module: ir.Module) -> None:
         elif op.name in ("stablehlo.dot_general", "stablehlo.convolution") and \
                 _unsigned_operands_widened(op):
             _widen_unsigned_operands(op, _unsigned_operands_widened(op))
+        elif op.name == "stablehlo.reduce" and _reduces_no_dimension(op):
+            _reduce_over_unit_dimension(op)
         elif op.name == "stablehlo.add" and _is_i1(_element(op.results[0])):
             _lower_bool_add(op)
         elif op.name == "stablehlo.convert" and _needs_int_saturation(op):

@@ -18,6 +18,7 @@ class KilnError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """The error as one line: location, message and hint (what the CLI prints)."""
         text = f"{self.location}: {self.message}" if self.location else self.message
         if self.hint:
             text += f" ({self.hint})"

@@ -34,6 +34,8 @@ import importlib.util
 import os
 import sys
 
+from . import environment
+
 LIBRARY = "libTorchMLIRAggregateCAPI.so"
 _handle = None
 
@@ -57,7 +59,7 @@ def load_privately() -> bool:
     if _handle is not None:
         return True
     deepbind = getattr(os, "RTLD_DEEPBIND", None)
-    if deepbind is None or os.environ.get("KILN_MLIR_DEEPBIND", "1") == "0":
+    if deepbind is None or environment.get("KILN_MLIR_DEEPBIND") == "0":
         return False
     if "torch_mlir._mlir_libs._mlir" in sys.modules:
         return False

@@ -6,11 +6,11 @@ path is searched.
 """
 from __future__ import annotations
 
-import os
 import sys
 from functools import lru_cache
 from pathlib import Path
 
+from . import environment
 from .errors import KilnError
 
 
@@ -27,7 +27,7 @@ RUNTIME_LIBRARY_ENV = "KILN_RUNTIME_LIBRARY"
 
 @lru_cache(maxsize=None)
 def runtime_library() -> Path:
-    chosen = os.environ.get(RUNTIME_LIBRARY_ENV)
+    chosen = environment.get(RUNTIME_LIBRARY_ENV)
     if chosen:
         path = Path(chosen)
         if not path.is_file():

@@ -22,7 +22,6 @@ once (`reuse_pass_managers`).
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
@@ -31,6 +30,7 @@ from typing import Callable, Union
 
 from torch_mlir import ir, passmanager
 
+from . import environment
 from .diagnostics import mlir_errors
 from .errors import KilnError
 
@@ -317,7 +317,7 @@ def _build_manager(steps: list[Step], stage: str, check_after: list[bool]
 
 
 def _verify_each_pass() -> bool:
-    return os.environ.get("KILN_VERIFY_EACH_PASS", "") not in ("", "0")
+    return environment.get("KILN_VERIFY_EACH_PASS") not in ("", "0")
 
 
 def _add_upstream(manager: passmanager.PassManager, text: str, stage: str) -> None:

@@ -28,13 +28,14 @@
   X(Memory_AddressableByDevices)                                          \
   X(TopologyDescription_Destroy) X(TopologyDescription_PlatformName)      \
   X(TopologyDescription_PlatformVersion) X(TopologyDescription_GetDeviceDescriptions) \
-  X(TopologyDescription_Attributes)                                       \
+  X(TopologyDescription_Attributes) X(TopologyDescription_Fingerprint)    \
   X(Executable_Destroy) X(Executable_Name) X(Executable_NumReplicas)      \
   X(Executable_NumPartitions) X(Executable_NumOutputs)                    \
   X(Executable_SizeOfGeneratedCodeInBytes) X(Executable_GetCostAnalysis)  \
   X(Executable_OutputMemoryKinds) X(Executable_OutputElementTypes)        \
   X(Executable_OutputDimensions) X(Executable_Fingerprint)                \
-  X(Executable_GetCompiledMemoryStats) X(Executable_Serialize)            \
+  X(Executable_GetCompiledMemoryStats) X(Executable_Serialize)           \
+  X(Executable_DeserializeAndLoad)                                        \
   X(LoadedExecutable_Destroy) X(LoadedExecutable_GetExecutable)           \
   X(LoadedExecutable_AddressableDevices) X(LoadedExecutable_Delete)       \
   X(LoadedExecutable_IsDeleted) X(LoadedExecutable_Execute)               \
@@ -53,7 +54,7 @@ KILN_IMPLEMENTED(KILN_PROTOTYPE)
 
 /* ---- plugin ---- */
 PJRT_Error *kiln_Plugin_Initialize(PJRT_Plugin_Initialize_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Plugin_Initialize_Args, args, extension_start);
+  KILN_PJRT_ARGS(Plugin_Initialize, args, extension_start);
   return NULL;
 }
 
@@ -66,7 +67,7 @@ static pthread_mutex_t attributes_mutex = PTHREAD_MUTEX_INITIALIZER;
  * The versions are asked of Kiln's Python (taking the GIL) before the mutex is taken: a C
  * lock is never held while waiting for the GIL. */
 PJRT_Error *kiln_Plugin_Attributes(PJRT_Plugin_Attributes_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Plugin_Attributes_Args, args, num_attributes);
+  KILN_PJRT_ARGS(Plugin_Attributes, args, num_attributes);
   int64_t current[3], minimum[3];
   kiln_pjrt_stablehlo_versions(current, minimum);
   static const char *const names[] = {"stablehlo_current_version", "stablehlo_minimum_version",

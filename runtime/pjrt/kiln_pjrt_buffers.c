@@ -211,7 +211,7 @@ static PJRT_Device *memory_device(PJRT_Client *client, PJRT_Device *device, PJRT
 }
 
 PJRT_Error *kiln_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Client_BufferFromHostBuffer_Args, args, buffer);
+  KILN_PJRT_ARGS_ON(Client_BufferFromHostBuffer, args, buffer, client);
   const char *entry = "PJRT_Client_BufferFromHostBuffer";
   PJRT_Error *error = check_shape(entry, args->type, args->dims, args->num_dims);
   if (error) return error;
@@ -230,7 +230,7 @@ PJRT_Error *kiln_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Ar
                            args->num_byte_strides, rank);
   PJRT_Buffer *buffer = kiln_pjrt_buffer_new(device, args->type, args->dims, rank);
   if (buffer == NULL)
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "%s: out of host memory", entry);
+    return kiln_pjrt_out_of_memory(entry);
   size_t element = kiln_pjrt_element_size(args->type);
   int64_t dense[rank ? rank : 1];
   dense_strides(args->dims, rank, element, dense);
@@ -250,7 +250,7 @@ PJRT_Error *kiln_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Ar
 
 PJRT_Error *kiln_Client_CreateUninitializedBuffer(
     PJRT_Client_CreateUninitializedBuffer_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Client_CreateUninitializedBuffer_Args, args, buffer);
+  KILN_PJRT_ARGS_ON(Client_CreateUninitializedBuffer, args, buffer, client);
   const char *entry = "PJRT_Client_CreateUninitializedBuffer";
   PJRT_Error *error =
       check_shape(entry, args->shape_element_type, args->shape_dims, args->shape_num_dims);
@@ -264,47 +264,47 @@ PJRT_Error *kiln_Client_CreateUninitializedBuffer(
   PJRT_Buffer *buffer = kiln_pjrt_buffer_new(device, args->shape_element_type, args->shape_dims,
                                              args->shape_num_dims);
   if (buffer == NULL)
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "%s: out of host memory", entry);
+    return kiln_pjrt_out_of_memory(entry);
   memset(buffer->data, 0, buffer->size_bytes);
   args->buffer = buffer;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_Destroy_Args, args, buffer);
+  KILN_PJRT_ARGS(Buffer_Destroy, args, buffer);
   if (args->buffer) buffer_release(args->buffer);
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_ElementType(PJRT_Buffer_ElementType_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_ElementType_Args, args, type);
+  KILN_PJRT_ARGS_ON(Buffer_ElementType, args, type, buffer);
   args->type = args->buffer->type;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_Dimensions(PJRT_Buffer_Dimensions_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_Dimensions_Args, args, num_dims);
+  KILN_PJRT_ARGS_ON(Buffer_Dimensions, args, num_dims, buffer);
   args->dims = args->buffer->dims;
   args->num_dims = args->buffer->rank;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_UnpaddedDimensions(PJRT_Buffer_UnpaddedDimensions_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_UnpaddedDimensions_Args, args, num_dims);
+  KILN_PJRT_ARGS_ON(Buffer_UnpaddedDimensions, args, num_dims, buffer);
   args->unpadded_dims = args->buffer->dims; /* Kiln does not pad */
   args->num_dims = args->buffer->rank;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_DynamicDimensionIndices(PJRT_Buffer_DynamicDimensionIndices_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_DynamicDimensionIndices_Args, args, num_dynamic_dims);
+  KILN_PJRT_ARGS(Buffer_DynamicDimensionIndices, args, num_dynamic_dims);
   args->dynamic_dim_indices = NULL; /* buffers have static shapes */
   args->num_dynamic_dims = 0;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_GetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_GetMemoryLayout_Args, args, layout);
+  KILN_PJRT_ARGS_ON(Buffer_GetMemoryLayout, args, layout, buffer);
   PJRT_Buffer *buffer = args->buffer;
   memset(&args->layout, 0, sizeof args->layout);
   args->layout.struct_size = sizeof args->layout;
@@ -317,25 +317,25 @@ PJRT_Error *kiln_Buffer_GetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args *args) 
 }
 
 PJRT_Error *kiln_Buffer_OnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_OnDeviceSizeInBytes_Args, args, on_device_size_in_bytes);
+  KILN_PJRT_ARGS_ON(Buffer_OnDeviceSizeInBytes, args, on_device_size_in_bytes, buffer);
   args->on_device_size_in_bytes = args->buffer->size_bytes;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_Device(PJRT_Buffer_Device_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_Device_Args, args, device);
+  KILN_PJRT_ARGS_ON(Buffer_Device, args, device, buffer);
   args->device = args->buffer->device;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_Memory(PJRT_Buffer_Memory_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_Memory_Args, args, memory);
+  KILN_PJRT_ARGS_ON(Buffer_Memory, args, memory, buffer);
   args->memory = kiln_pjrt_device_memory(args->buffer->device);
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_Delete(PJRT_Buffer_Delete_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_Delete_Args, args, buffer);
+  KILN_PJRT_ARGS_ON(Buffer_Delete, args, buffer, buffer);
   /* The memory goes with the handle (or the last external reference); from now on the buffer
    * may not be used as an argument. */
   atomic_store(&args->buffer->deleted, true);
@@ -343,7 +343,7 @@ PJRT_Error *kiln_Buffer_Delete(PJRT_Buffer_Delete_Args *args) {
 }
 
 PJRT_Error *kiln_Buffer_IsDeleted(PJRT_Buffer_IsDeleted_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_IsDeleted_Args, args, is_deleted);
+  KILN_PJRT_ARGS_ON(Buffer_IsDeleted, args, is_deleted, buffer);
   args->is_deleted = atomic_load(&args->buffer->deleted);
   return NULL;
 }
@@ -355,19 +355,19 @@ static PJRT_Error *copy_to(const char *entry, PJRT_Buffer *source, PJRT_Device *
                            entry);
   PJRT_Buffer *copy = kiln_pjrt_buffer_new(device, source->type, source->dims, source->rank);
   if (copy == NULL)
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "%s: out of host memory", entry);
+    return kiln_pjrt_out_of_memory(entry);
   memcpy(copy->data, source->data, source->size_bytes);
   *out = copy;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_CopyToDevice_Args, args, dst_buffer);
+  KILN_PJRT_ARGS_ON(Buffer_CopyToDevice, args, dst_buffer, buffer);
   return copy_to("PJRT_Buffer_CopyToDevice", args->buffer, args->dst_device, &args->dst_buffer);
 }
 
 PJRT_Error *kiln_Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_CopyToMemory_Args, args, dst_buffer);
+  KILN_PJRT_ARGS_ON(Buffer_CopyToMemory, args, dst_buffer, buffer);
   PJRT_Device *device = memory_device(args->buffer->device->client, NULL, args->dst_memory);
   if (device == NULL)
     return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,
@@ -376,7 +376,7 @@ PJRT_Error *kiln_Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args *args) {
 }
 
 PJRT_Error *kiln_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_ToHostBuffer_Args, args, event);
+  KILN_PJRT_ARGS_ON(Buffer_ToHostBuffer, args, event, src);
   const char *entry = "PJRT_Buffer_ToHostBuffer";
   PJRT_Buffer *buffer = args->src;
   size_t rank = buffer->rank, element = kiln_pjrt_element_size(buffer->type);
@@ -408,7 +408,7 @@ PJRT_Error *kiln_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
 }
 
 PJRT_Error *kiln_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_CopyRawToHost_Args, args, event);
+  KILN_PJRT_ARGS_ON(Buffer_CopyRawToHost, args, event, buffer);
   PJRT_Buffer *buffer = args->buffer;
   if (args->offset < 0 || args->transfer_size < 0 ||
       (uint64_t)args->offset + (uint64_t)args->transfer_size > buffer->size_bytes)
@@ -422,41 +422,41 @@ PJRT_Error *kiln_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
 }
 
 PJRT_Error *kiln_Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_IsOnCpu_Args, args, is_on_cpu);
+  KILN_PJRT_ARGS(Buffer_IsOnCpu, args, is_on_cpu);
   args->is_on_cpu = true; /* the framework may read it in place */
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_ReadyEvent_Args, args, event);
+  KILN_PJRT_ARGS(Buffer_ReadyEvent, args, event);
   /* Execute completes before it returns, so every buffer is ready once it exists. */
   args->event = kiln_pjrt_event_ready(NULL);
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_UnsafePointer_Args, args, buffer_pointer);
+  KILN_PJRT_ARGS_ON(Buffer_UnsafePointer, args, buffer_pointer, buffer);
   args->buffer_pointer = (uintptr_t)args->buffer->data;
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_IncreaseExternalReferenceCount(
     PJRT_Buffer_IncreaseExternalReferenceCount_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_IncreaseExternalReferenceCount_Args, args, buffer);
+  KILN_PJRT_ARGS_ON(Buffer_IncreaseExternalReferenceCount, args, buffer, buffer);
   atomic_fetch_add(&args->buffer->holds, 1);
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_DecreaseExternalReferenceCount(
     PJRT_Buffer_DecreaseExternalReferenceCount_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_DecreaseExternalReferenceCount_Args, args, buffer);
+  KILN_PJRT_ARGS_ON(Buffer_DecreaseExternalReferenceCount, args, buffer, buffer);
   buffer_release(args->buffer);
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_OpaqueDeviceMemoryDataPointer(
     PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args, args, device_memory_ptr);
+  KILN_PJRT_ARGS_ON(Buffer_OpaqueDeviceMemoryDataPointer, args, device_memory_ptr, buffer);
   args->device_memory_ptr = args->buffer->data;
   return NULL;
 }

@@ -634,6 +634,12 @@ typedef struct PJRT_TopologyDescription_Attributes_Args {
   size_t num_attributes;             /* out */
 } PJRT_TopologyDescription_Attributes_Args;
 
+typedef struct PJRT_TopologyDescription_Fingerprint_Args {
+  KILN_PJRT_ARGS_HEAD;
+  PJRT_TopologyDescription *topology;
+  uint64_t fingerprint; /* out */
+} PJRT_TopologyDescription_Fingerprint_Args;
+
 /* ---- executables ------------------------------------------------------------------------- */
 typedef struct PJRT_Executable_Destroy_Args {
   KILN_PJRT_ARGS_HEAD;
@@ -827,6 +833,19 @@ typedef struct PJRT_Executable_Serialize_Args {
   void (*serialized_executable_deleter)(PJRT_SerializedExecutable *exec); /* out */
 } PJRT_Executable_Serialize_Args;
 
+typedef struct PJRT_Executable_DeserializeAndLoad_Args {
+  KILN_PJRT_ARGS_HEAD;
+  PJRT_Client *client;
+  const char *serialized_executable;
+  size_t serialized_executable_size;
+  PJRT_LoadedExecutable *loaded_executable; /* out */
+  /* optional: a serialized CompileOptionsProto replacing the one the executable was built
+   * with (since 0.55) */
+  const char *overridden_serialized_compile_options;
+  size_t overridden_serialized_compile_options_size;
+  const void *load_options; /* optional, newer callers; Kiln's loads take no options */
+} PJRT_Executable_DeserializeAndLoad_Args;
+
 /* ---- buffers ----------------------------------------------------------------------------- */
 #define KILN_PJRT_BUFFER_ARGS(name, out_decl) \
   typedef struct name {                       \
@@ -949,7 +968,7 @@ typedef void PJRT_Error_Message(PJRT_Error_Message_Args *args);
   X(PJRT_LoadedExecutable_Delete, 1)                          \
   X(PJRT_LoadedExecutable_IsDeleted, 1)                       \
   X(PJRT_LoadedExecutable_Execute, 1)                         \
-  X(PJRT_Executable_DeserializeAndLoad, 0)                    \
+  X(PJRT_Executable_DeserializeAndLoad, 1)                    \
   X(PJRT_LoadedExecutable_Fingerprint, 1)                     \
   X(PJRT_Buffer_Destroy, 1)                                   \
   X(PJRT_Buffer_ElementType, 1)                               \
@@ -1026,7 +1045,7 @@ typedef void PJRT_Error_Message(PJRT_Error_Message_Args *args);
   X(PJRT_LoadedExecutable_AddressableDeviceLogicalIds, 1)     \
   X(PJRT_Buffer_Bitcast, 0)                                   \
   X(PJRT_Error_ForEachPayload, 1)                             \
-  X(PJRT_TopologyDescription_Fingerprint, 0)                  \
+  X(PJRT_TopologyDescription_Fingerprint, 1)                  \
   X(PJRT_Executable_ParameterMemoryKinds, 0)                  \
   X(PJRT_Device_ClearMemoryStats, 0)                          \
   X(PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace, 0) \

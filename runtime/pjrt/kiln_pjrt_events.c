@@ -76,6 +76,20 @@ PJRT_Error *kiln_pjrt_unimplemented(const char *entry) {
                          "%s is not implemented by Kiln's PJRT plugin", entry);
 }
 
+PJRT_Error *kiln_pjrt_args_too_small(const char *entry, size_t given, size_t needed) {
+  return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                         "%s: argument struct too small (struct_size %zu, need %zu)", entry,
+                         given, needed);
+}
+
+PJRT_Error *kiln_pjrt_missing(const char *entry, const char *argument) {
+  return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: no %s given", entry, argument);
+}
+
+PJRT_Error *kiln_pjrt_out_of_memory(const char *entry) {
+  return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "%s: out of host memory", entry);
+}
+
 PJRT_Error_Code kiln_pjrt_error_code(const PJRT_Error *error) {
   return error ? ((const KilnError *)error)->code : PJRT_Error_Code_OK;
 }
@@ -103,13 +117,13 @@ void kiln_Error_Message(PJRT_Error_Message_Args *args) {
 }
 
 PJRT_Error *kiln_Error_GetCode(PJRT_Error_GetCode_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Error_GetCode_Args, args, code);
+  KILN_PJRT_ARGS(Error_GetCode, args, code);
   args->code = kiln_pjrt_error_code(args->error);
   return NULL;
 }
 
 PJRT_Error *kiln_Error_ForEachPayload(PJRT_Error_ForEachPayload_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Error_ForEachPayload_Args, args, user_arg);
+  KILN_PJRT_ARGS(Error_ForEachPayload, args, user_arg);
   return NULL; /* no payloads */
 }
 
@@ -184,7 +198,7 @@ void kiln_pjrt_event_set(PJRT_Event *event, PJRT_Error_Code code, const char *me
 }
 
 PJRT_Error *kiln_Event_Destroy(PJRT_Event_Destroy_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_Destroy_Args, args, event);
+  KILN_PJRT_ARGS(Event_Destroy, args, event);
   PJRT_Event *event = args->event;
   if (event == NULL) return NULL;
   /* Callbacks still pending are dropped with the event: the framework keeps the event alive
@@ -203,7 +217,7 @@ PJRT_Error *kiln_Event_Destroy(PJRT_Event_Destroy_Args *args) {
 }
 
 PJRT_Error *kiln_Event_IsReady(PJRT_Event_IsReady_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_IsReady_Args, args, is_ready);
+  KILN_PJRT_ARGS_ON(Event_IsReady, args, is_ready, event);
   pthread_mutex_lock(&args->event->mutex);
   args->is_ready = args->event->ready;
   pthread_mutex_unlock(&args->event->mutex);
@@ -211,7 +225,7 @@ PJRT_Error *kiln_Event_IsReady(PJRT_Event_IsReady_Args *args) {
 }
 
 PJRT_Error *kiln_Event_Error(PJRT_Event_Error_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_Error_Args, args, event);
+  KILN_PJRT_ARGS_ON(Event_Error, args, event, event);
   PJRT_Event *event = args->event;
   pthread_mutex_lock(&event->mutex);
   PJRT_Error *error = event->ready ? outcome(event)
@@ -222,7 +236,7 @@ PJRT_Error *kiln_Event_Error(PJRT_Event_Error_Args *args) {
 }
 
 PJRT_Error *kiln_Event_Await(PJRT_Event_Await_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_Await_Args, args, event);
+  KILN_PJRT_ARGS_ON(Event_Await, args, event, event);
   PJRT_Event *event = args->event;
   pthread_mutex_lock(&event->mutex);
   while (!event->ready) pthread_cond_wait(&event->completed, &event->mutex);
@@ -232,14 +246,14 @@ PJRT_Error *kiln_Event_Await(PJRT_Event_Await_Args *args) {
 }
 
 PJRT_Error *kiln_Event_OnReady(PJRT_Event_OnReady_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_OnReady_Args, args, user_arg);
+  KILN_PJRT_ARGS_ON(Event_OnReady, args, user_arg, event);
   PJRT_Event *event = args->event;
   pthread_mutex_lock(&event->mutex);
   if (!event->ready) {
     Callback *callback = malloc(sizeof *callback);
     if (callback == NULL) {
       pthread_mutex_unlock(&event->mutex);
-      return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "PJRT_Event_OnReady: out of memory");
+      return kiln_pjrt_out_of_memory("PJRT_Event_OnReady");
     }
     *callback = (Callback){args->callback, args->user_arg, event->callbacks};
     event->callbacks = callback;
@@ -253,21 +267,21 @@ PJRT_Error *kiln_Event_OnReady(PJRT_Event_OnReady_Args *args) {
 }
 
 PJRT_Error *kiln_Event_Create(PJRT_Event_Create_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_Create_Args, args, event);
+  KILN_PJRT_ARGS(Event_Create, args, event);
   args->event = kiln_pjrt_event_new();
   if (args->event == NULL)
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "PJRT_Event_Create: out of memory");
+    return kiln_pjrt_out_of_memory("PJRT_Event_Create");
   return NULL;
 }
 
 PJRT_Error *kiln_Event_Set(PJRT_Event_Set_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Event_Set_Args, args, error_message_size);
+  KILN_PJRT_ARGS_ON(Event_Set, args, error_message_size, event);
   /* The message is not NUL-terminated: copy it with its size. */
   char *message = NULL;
   if (args->error_code != PJRT_Error_Code_OK) {
     message = malloc(args->error_message_size + 1);
     if (message == NULL)
-      return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "PJRT_Event_Set: out of memory");
+      return kiln_pjrt_out_of_memory("PJRT_Event_Set");
     if (args->error_message_size) memcpy(message, args->error_message, args->error_message_size);
     message[args->error_message_size] = '\0';
   }

@@ -7,7 +7,7 @@
 #include "kiln_pjrt_internal.h"
 
 PJRT_Error *kiln_Client_Compile(PJRT_Client_Compile_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Client_Compile_Args, args, executable);
+  KILN_PJRT_ARGS_ON(Client_Compile, args, executable, client);
   if (args->program == NULL)
     return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT_Client_Compile: no program");
   return kiln_pjrt_compile(args->client, args->program, args->compile_options,
@@ -15,7 +15,7 @@ PJRT_Error *kiln_Client_Compile(PJRT_Client_Compile_Args *args) {
 }
 
 PJRT_Error *kiln_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Execute_Args, args, device_complete_events);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_Execute, args, device_complete_events, executable);
   if (args->options != NULL && args->options->num_send_ops + args->options->num_recv_ops > 0)
     return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
                            "Kiln's PJRT plugin has no host send/recv callbacks");
@@ -23,7 +23,7 @@ PJRT_Error *kiln_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args *ar
 }
 
 PJRT_Error *kiln_LoadedExecutable_Destroy(PJRT_LoadedExecutable_Destroy_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Destroy_Args, args, executable);
+  KILN_PJRT_ARGS(LoadedExecutable_Destroy, args, executable);
   if (args->executable == NULL) return NULL;
   kiln_pjrt_program_release(args->executable->program);
   free(args->executable);
@@ -31,10 +31,10 @@ PJRT_Error *kiln_LoadedExecutable_Destroy(PJRT_LoadedExecutable_Destroy_Args *ar
 }
 
 PJRT_Error *kiln_LoadedExecutable_GetExecutable(PJRT_LoadedExecutable_GetExecutable_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_GetExecutable_Args, args, executable);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_GetExecutable, args, executable, loaded_executable);
   PJRT_Executable *executable = malloc(sizeof *executable);
   if (executable == NULL)
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "out of memory");
+    return kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_GetExecutable");
   executable->program = args->loaded_executable->program;
   kiln_pjrt_program_retain(executable->program);
   args->executable = executable;
@@ -43,7 +43,7 @@ PJRT_Error *kiln_LoadedExecutable_GetExecutable(PJRT_LoadedExecutable_GetExecuta
 
 PJRT_Error *kiln_LoadedExecutable_AddressableDevices(
     PJRT_LoadedExecutable_AddressableDevices_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_AddressableDevices_Args, args, num_addressable_devices);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_AddressableDevices, args, num_addressable_devices, executable);
   args->addressable_devices = kiln_program_devices(args->executable->program);
   args->num_addressable_devices = kiln_program_num_addressable(args->executable->program);
   return NULL;
@@ -51,8 +51,8 @@ PJRT_Error *kiln_LoadedExecutable_AddressableDevices(
 
 PJRT_Error *kiln_LoadedExecutable_AddressableDeviceLogicalIds(
     PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args, args,
-                    num_addressable_device_logical_ids);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_AddressableDeviceLogicalIds, args,
+                    num_addressable_device_logical_ids, executable);
   args->addressable_device_logical_ids = kiln_program_logical_ids(args->executable->program);
   args->num_addressable_device_logical_ids =
       kiln_program_num_addressable(args->executable->program);
@@ -60,19 +60,19 @@ PJRT_Error *kiln_LoadedExecutable_AddressableDeviceLogicalIds(
 }
 
 PJRT_Error *kiln_LoadedExecutable_Delete(PJRT_LoadedExecutable_Delete_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Delete_Args, args, executable);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_Delete, args, executable, executable);
   atomic_store(&args->executable->deleted, true);
   return NULL;
 }
 
 PJRT_Error *kiln_LoadedExecutable_IsDeleted(PJRT_LoadedExecutable_IsDeleted_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_IsDeleted_Args, args, is_deleted);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_IsDeleted, args, is_deleted, executable);
   args->is_deleted = atomic_load(&args->executable->deleted);
   return NULL;
 }
 
 PJRT_Error *kiln_LoadedExecutable_Fingerprint(PJRT_LoadedExecutable_Fingerprint_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_Fingerprint_Args, args, executable_fingerprint_size);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_Fingerprint, args, executable_fingerprint_size, executable);
   args->executable_fingerprint = kiln_program_fingerprint(args->executable->program);
   args->executable_fingerprint_size = strlen(args->executable_fingerprint);
   return NULL;
@@ -84,8 +84,8 @@ static void free_assignment(PJRT_DeviceAssignmentSerialized *assignment) {
 
 PJRT_Error *kiln_LoadedExecutable_GetDeviceAssignment(
     PJRT_LoadedExecutable_GetDeviceAssignment_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_LoadedExecutable_GetDeviceAssignment_Args, args,
-                    serialized_device_assignment_deleter);
+  KILN_PJRT_ARGS_ON(LoadedExecutable_GetDeviceAssignment, args,
+                    serialized_device_assignment_deleter, executable);
   args->serialized_bytes =
       kiln_program_device_assignment(args->executable->program, &args->serialized_bytes_size);
   args->serialized_device_assignment = NULL;
@@ -95,7 +95,7 @@ PJRT_Error *kiln_LoadedExecutable_GetDeviceAssignment(
 
 /* ---- PJRT_Executable: a view of a loaded executable's program ---- */
 PJRT_Error *kiln_Executable_Destroy(PJRT_Executable_Destroy_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_Destroy_Args, args, executable);
+  KILN_PJRT_ARGS(Executable_Destroy, args, executable);
   if (args->executable == NULL) return NULL;
   kiln_pjrt_program_release(args->executable->program);
   free(args->executable);
@@ -103,46 +103,46 @@ PJRT_Error *kiln_Executable_Destroy(PJRT_Executable_Destroy_Args *args) {
 }
 
 PJRT_Error *kiln_Executable_Name(PJRT_Executable_Name_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_Name_Args, args, executable_name_size);
+  KILN_PJRT_ARGS_ON(Executable_Name, args, executable_name_size, executable);
   args->executable_name = kiln_program_name(args->executable->program);
   args->executable_name_size = strlen(args->executable_name);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_NumReplicas(PJRT_Executable_NumReplicas_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_NumReplicas_Args, args, num_replicas);
+  KILN_PJRT_ARGS_ON(Executable_NumReplicas, args, num_replicas, executable);
   args->num_replicas = kiln_program_num_replicas(args->executable->program);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_NumPartitions(PJRT_Executable_NumPartitions_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_NumPartitions_Args, args, num_partitions);
+  KILN_PJRT_ARGS_ON(Executable_NumPartitions, args, num_partitions, executable);
   args->num_partitions = kiln_program_num_partitions(args->executable->program);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_NumOutputs(PJRT_Executable_NumOutputs_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_NumOutputs_Args, args, num_outputs);
+  KILN_PJRT_ARGS_ON(Executable_NumOutputs, args, num_outputs, executable);
   args->num_outputs = kiln_program_num_outputs(args->executable->program);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_SizeOfGeneratedCodeInBytes(
     PJRT_Executable_SizeOfGeneratedCodeInBytes_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args, args, size_in_bytes);
+  KILN_PJRT_ARGS_ON(Executable_SizeOfGeneratedCodeInBytes, args, size_in_bytes, executable);
   args->size_in_bytes = kiln_program_code_size(args->executable->program);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_GetCostAnalysis(PJRT_Executable_GetCostAnalysis_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_GetCostAnalysis_Args, args, properties);
+  KILN_PJRT_ARGS(Executable_GetCostAnalysis, args, properties);
   args->num_properties = 0; /* Kiln has no cost model to report */
   args->properties = NULL;
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_OutputMemoryKinds(PJRT_Executable_OutputMemoryKinds_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_OutputMemoryKinds_Args, args, memory_kind_sizes);
+  KILN_PJRT_ARGS_ON(Executable_OutputMemoryKinds, args, memory_kind_sizes, executable);
   KilnProgram *program = args->executable->program;
   args->num_outputs = kiln_program_num_outputs(program);
   args->memory_kinds = kiln_program_memory_kinds(program);
@@ -151,14 +151,14 @@ PJRT_Error *kiln_Executable_OutputMemoryKinds(PJRT_Executable_OutputMemoryKinds_
 }
 
 PJRT_Error *kiln_Executable_OutputElementTypes(PJRT_Executable_OutputElementTypes_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_OutputElementTypes_Args, args, num_output_types);
+  KILN_PJRT_ARGS_ON(Executable_OutputElementTypes, args, num_output_types, executable);
   args->output_types = kiln_program_output_types(args->executable->program);
   args->num_output_types = kiln_program_num_outputs(args->executable->program);
   return NULL;
 }
 
 PJRT_Error *kiln_Executable_OutputDimensions(PJRT_Executable_OutputDimensions_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_OutputDimensions_Args, args, dim_sizes);
+  KILN_PJRT_ARGS_ON(Executable_OutputDimensions, args, dim_sizes, executable);
   KilnProgram *program = args->executable->program;
   args->num_outputs = kiln_program_num_outputs(program);
   args->dims = kiln_program_output_dims(program);
@@ -167,7 +167,7 @@ PJRT_Error *kiln_Executable_OutputDimensions(PJRT_Executable_OutputDimensions_Ar
 }
 
 PJRT_Error *kiln_Executable_Fingerprint(PJRT_Executable_Fingerprint_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_Fingerprint_Args, args, executable_fingerprint_size);
+  KILN_PJRT_ARGS_ON(Executable_Fingerprint, args, executable_fingerprint_size, executable);
   args->executable_fingerprint = kiln_program_fingerprint(args->executable->program);
   args->executable_fingerprint_size = strlen(args->executable_fingerprint);
   return NULL;
@@ -175,14 +175,29 @@ PJRT_Error *kiln_Executable_Fingerprint(PJRT_Executable_Fingerprint_Args *args) 
 
 PJRT_Error *kiln_Executable_GetCompiledMemoryStats(
     PJRT_Executable_GetCompiledMemoryStats_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_GetCompiledMemoryStats_Args, args, host_temp_size_in_bytes);
+  KILN_PJRT_ARGS(Executable_GetCompiledMemoryStats, args, host_temp_size_in_bytes);
   return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
                          "Kiln's PJRT plugin reports no compiled memory statistics yet");
 }
 
 PJRT_Error *kiln_Executable_Serialize(PJRT_Executable_Serialize_Args *args) {
-  KILN_PJRT_REQUIRE(PJRT_Executable_Serialize_Args, args, serialized_executable_deleter);
-  return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED,
-                         "Kiln's PJRT plugin cannot serialize executables yet (JAX's persistent "
-                         "compilation cache needs it; Kiln's own compile cache works)");
+  KILN_PJRT_ARGS_ON(Executable_Serialize, args, serialized_executable_deleter, executable);
+  return kiln_pjrt_serialize(args->executable->program, args);
+}
+
+PJRT_Error *kiln_Executable_DeserializeAndLoad(PJRT_Executable_DeserializeAndLoad_Args *args) {
+  KILN_PJRT_ARGS_ON(Executable_DeserializeAndLoad, args, loaded_executable, client);
+  if (args->serialized_executable == NULL)
+    return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                           "PJRT_Executable_DeserializeAndLoad: no serialized executable");
+  const char *options = NULL;
+  size_t options_size = 0;
+  if (KILN_PJRT_HAS_FIELD(PJRT_Executable_DeserializeAndLoad_Args, args,
+                          overridden_serialized_compile_options_size)) {
+    options = args->overridden_serialized_compile_options;
+    options_size = options ? args->overridden_serialized_compile_options_size : 0;
+  }
+  return kiln_pjrt_deserialize(args->client, args->serialized_executable,
+                               args->serialized_executable_size, options, options_size,
+                               &args->loaded_executable);
 }

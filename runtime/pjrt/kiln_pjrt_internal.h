@@ -20,15 +20,36 @@ PJRT_Error *kiln_pjrt_error(PJRT_Error_Code code, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 /* The error for an entry Kiln does not provide. */
 PJRT_Error *kiln_pjrt_unimplemented(const char *entry);
-/* The error when the caller's struct is older than the fields an entry needs. */
-#define KILN_PJRT_REQUIRE(type, args, field)                                                \
+/* The checks every entry opens with, in one place.
+ *
+ * KILN_PJRT_ARGS(Entry, args, field): the caller's argument struct (PJRT_<Entry>_Args) reaches
+ * `field`, the last field the entry reads or writes (an older caller passes a shorter struct:
+ * see KILN_PJRT_HAS_FIELD). KILN_PJRT_ARGS_ON(Entry, args, field, handle) also requires the
+ * handle the entry works on (args->handle) to be there. Either returns a located
+ * INVALID_ARGUMENT error from the entry otherwise, instead of reading past the struct or
+ * through a NULL pointer. */
+#define KILN_PJRT_ARGS(entry, args, field)                                                  \
   do {                                                                                       \
-    if ((args) == NULL || !KILN_PJRT_HAS_FIELD(type, args, field))                          \
-      return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,                              \
-                             "%s: argument struct too small (struct_size %zu, need %zu)",   \
-                             #type, (args) ? (args)->struct_size : 0,                       \
-                             KILN_PJRT_STRUCT_SIZE(type, field));                           \
+    if ((args) == NULL || !KILN_PJRT_HAS_FIELD(PJRT_##entry##_Args, args, field))           \
+      return kiln_pjrt_args_too_small("PJRT_" #entry, (args) ? (args)->struct_size : 0,     \
+                                      KILN_PJRT_STRUCT_SIZE(PJRT_##entry##_Args, field));   \
   } while (0)
+#define KILN_PJRT_ARGS_ON(entry, args, field, handle)                                       \
+  do {                                                                                       \
+    KILN_PJRT_ARGS(entry, args, field);                                                      \
+    if ((args)->handle == NULL) return kiln_pjrt_missing("PJRT_" #entry, #handle);           \
+  } while (0)
+PJRT_Error *kiln_pjrt_args_too_small(const char *entry, size_t given, size_t needed);
+PJRT_Error *kiln_pjrt_missing(const char *entry, const char *argument);
+PJRT_Error *kiln_pjrt_out_of_memory(const char *entry);
+
+/* Sets a (string, size) pair of output fields, `field` and `field`_size, to `value`. */
+#define KILN_PJRT_SET_STRING(args, field, value) \
+  do {                                           \
+    (args)->field = (value);                     \
+    (args)->field##_size = strlen(value);        \
+  } while (0)
+
 PJRT_Error_Code kiln_pjrt_error_code(const PJRT_Error *error);
 const char *kiln_pjrt_error_message(const PJRT_Error *error);
 void kiln_pjrt_error_free(PJRT_Error *error);
@@ -112,6 +133,12 @@ PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *program,
                               const char *options, size_t options_size,
                               PJRT_LoadedExecutable **out);
 PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args);
+/* A program as signed bytes, and back (python/kiln/pjrt/serialized.py: the signature is
+ * checked before anything of the bytes is parsed). */
+PJRT_Error *kiln_pjrt_serialize(KilnProgram *program, PJRT_Executable_Serialize_Args *args);
+PJRT_Error *kiln_pjrt_deserialize(PJRT_Client *client, const char *data, size_t size,
+                                  const char *options, size_t options_size,
+                                  PJRT_LoadedExecutable **out);
 /* Drops a result buffer's Python owner (safe during interpreter shutdown). */
 void kiln_pjrt_release_owner(void *owner);
 /* The StableHLO versions Kiln reads, asked of Kiln's Python once: [major, minor, patch]. */

@@ -261,40 +261,38 @@ done:
   return ok;
 }
 
-PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *source,
-                              const char *options, size_t options_size,
-                              PJRT_LoadedExecutable **out) {
-  if (!python_usable())
-    return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
-                           "Kiln's PJRT plugin compiles through Kiln's Python, which is not "
-                           "running in this process (load the plugin from Python: jax)");
+static PJRT_Error *python_missing(const char *what) {
+  return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
+                         "Kiln's PJRT plugin %s through Kiln's Python, which is not running in "
+                         "this process (load the plugin from Python: jax)", what);
+}
+
+/* A loaded executable over the bridge.Program (or Failure) `result` of a bridge call, which
+ * this takes over; NULL result: the call raised. Under the GIL. */
+static PJRT_Error *loaded_from_python(PJRT_Client *client, PyObject *result, const char *what,
+                                      PJRT_LoadedExecutable **out) {
+  PJRT_Error *error = NULL;
+  if (result == NULL) return error_from_python(what);
+  if ((error = failure(result)) != NULL) {
+    Py_DECREF(result);
+    return error;
+  }
   KilnProgram *program = calloc(1, sizeof *program);
   PJRT_LoadedExecutable *executable = calloc(1, sizeof *executable);
   if (!program || !executable) {
     free(program);
     free(executable);
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "Kiln PJRT compile: out of memory");
+    Py_DECREF(result);
+    return kiln_pjrt_out_of_memory(what);
   }
   atomic_init(&program->refs, 1);
   program->client = client;
-  PJRT_Error *error = NULL;
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PyObject *module = bridge();
-  PyObject *result = module ? PyObject_CallMethod(
-      module, "compile", "y#s#y#i", source->code, (Py_ssize_t)source->code_size, source->format,
-      (Py_ssize_t)source->format_size, options ? options : "", (Py_ssize_t)options_size,
-      client->num_devices) : NULL;
-  if (result == NULL) {
-    error = error_from_python("compile");
-  } else if ((error = failure(result)) != NULL) {
-    Py_DECREF(result);
-  } else {
-    program->object = result; /* the reference is the program's */
-    if (!read_program(program, result)) error = error_from_python("compile (program metadata)");
-  }
-  PyGILState_Release(gil);
-  if (error) {
-    kiln_pjrt_program_release(program); /* takes the GIL again for the object, if any */
+  program->object = result; /* the reference is the program's */
+  if (!read_program(program, result)) {
+    error = error_from_python(what);
+    /* program_free would take the GIL again: drop the object here, where it is held. */
+    Py_CLEAR(program->object);
+    kiln_pjrt_program_release(program);
     free(executable);
     return error;
   }
@@ -303,6 +301,73 @@ PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *source,
   atomic_init(&executable->deleted, false);
   *out = executable;
   return NULL;
+}
+
+PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *source,
+                              const char *options, size_t options_size,
+                              PJRT_LoadedExecutable **out) {
+  if (!python_usable()) return python_missing("compiles");
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *module = bridge();
+  PyObject *result = module ? PyObject_CallMethod(
+      module, "compile", "y#s#y#i", source->code, (Py_ssize_t)source->code_size, source->format,
+      (Py_ssize_t)source->format_size, options ? options : "", (Py_ssize_t)options_size,
+      client->num_devices) : NULL;
+  PJRT_Error *error = loaded_from_python(client, result, "compile", out);
+  PyGILState_Release(gil);
+  return error;
+}
+
+PJRT_Error *kiln_pjrt_deserialize(PJRT_Client *client, const char *data, size_t size,
+                                  const char *options, size_t options_size,
+                                  PJRT_LoadedExecutable **out) {
+  if (!python_usable()) return python_missing("loads executables");
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *module = bridge();
+  PyObject *result = module ? PyObject_CallMethod(
+      module, "deserialize", "y#y#i", data, (Py_ssize_t)size, options ? options : "",
+      (Py_ssize_t)options_size, client->num_devices) : NULL;
+  PJRT_Error *error = loaded_from_python(client, result, "deserialize", out);
+  PyGILState_Release(gil);
+  return error;
+}
+
+struct PJRT_SerializedExecutable {
+  size_t size;
+  char bytes[];
+};
+
+static void free_serialized(PJRT_SerializedExecutable *serialized) { free(serialized); }
+
+PJRT_Error *kiln_pjrt_serialize(KilnProgram *program, PJRT_Executable_Serialize_Args *args) {
+  if (!python_usable()) return python_missing("serializes executables");
+  PJRT_Error *error = NULL;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *result = PyObject_CallMethod(program->object, "serialize", NULL);
+  if (result == NULL) {
+    error = error_from_python("serialize");
+  } else if ((error = failure(result)) == NULL) {
+    char *bytes;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(result, &bytes, &size) != 0) {
+      error = error_from_python("serialize (result)");
+    } else {
+      PJRT_SerializedExecutable *copy = malloc(sizeof *copy + (size_t)size);
+      if (copy == NULL) {
+        error = kiln_pjrt_out_of_memory("PJRT_Executable_Serialize");
+      } else {
+        copy->size = (size_t)size;
+        memcpy(copy->bytes, bytes, (size_t)size);
+        args->serialized_bytes = copy->bytes;
+        args->serialized_bytes_size = copy->size;
+        args->serialized_executable = copy;
+        args->serialized_executable_deleter = free_serialized;
+      }
+    }
+  }
+  Py_XDECREF(result);
+  PyGILState_Release(gil);
+  return error;
 }
 
 /* ---- execute ---- */
@@ -347,7 +412,7 @@ void kiln_pjrt_release_owner(void *opaque) {
 static PJRT_Error *result_buffer(KilnProgram *program, PJRT_Device *device, size_t index,
                                  size_t dims_at, PyObject *array, PJRT_Buffer **out) {
   Owner *owner = calloc(1, sizeof *owner);
-  if (owner == NULL) return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "out of memory");
+  if (owner == NULL) return kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
   if (PyObject_GetBuffer(array, &owner->view, PyBUF_C_CONTIGUOUS) != 0) {
     free(owner);
     return error_from_python("execute (result buffer)");
@@ -371,7 +436,7 @@ static PJRT_Error *result_buffer(KilnProgram *program, PJRT_Device *device, size
     PyBuffer_Release(&owner->view);
     Py_DECREF(array);
     free(owner);
-    return kiln_pjrt_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "out of memory");
+    return kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
   }
   return NULL;
 }

@@ -154,3 +154,38 @@ def test_empty_slices_of_other_element_types():
     assert (b.shape, b.dtype) == ((2, 0), np.bool_)
     assert (e.shape, e.dtype) == ((0, 2), np.complex64)
     np.testing.assert_array_equal(whole, c)
+
+
+def test_pad_of_an_empty_operand_is_all_padding():
+    # The operand places nothing, so every element is the padding value; upstream's lowering
+    # inserted the empty operand at offset 2 of a dimension of size 2 (generated fuzz, 2027).
+    src = """func.func @main(%x: tensor<1x0xf32>, %p: tensor<f32>) -> tensor<2x2xf32> {
+      %r = "stablehlo.pad"(%x, %p) {edge_padding_low = array<i64: 0, 2>,
+          edge_padding_high = array<i64: 1, 0>, interior_padding = array<i64: 1, 2>}
+          : (tensor<1x0xf32>, tensor<f32>) -> tensor<2x2xf32>
+      return %r : tensor<2x2xf32>
+    }"""
+    (out,) = kiln.compile(src)(np.zeros((1, 0), np.float32), np.float32(7))
+    np.testing.assert_array_equal(out, np.full((2, 2), 7, np.float32))
+
+
+@pytest.mark.parametrize("init,body,expected", [
+    (0, "stablehlo.add", 0),          # a window of 2x2 padding elements, each the init value
+    (3, "stablehlo.add", 15),         # ...so a non-identity init counts once per element, and
+                                      # once more as the reduction's start (the spec's schedule)
+    (5, "stablehlo.maximum", 5),
+])
+def test_reduce_window_over_only_padding(init, body, expected):
+    src = f"""func.func @main(%x: tensor<3x0xi32>) -> tensor<4x1xi32> {{
+      %init = stablehlo.constant dense<{init}> : tensor<i32>
+      %r = "stablehlo.reduce_window"(%x, %init) ({{
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %s = "{body}"(%a, %b) : (tensor<i32>, tensor<i32>) -> tensor<i32>
+        "stablehlo.return"(%s) : (tensor<i32>) -> ()
+      }}) {{window_dimensions = array<i64: 2, 2>, base_dilations = array<i64: 2, 2>,
+           padding = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>}}
+          : (tensor<3x0xi32>, tensor<i32>) -> tensor<4x1xi32>
+      return %r : tensor<4x1xi32>
+    }}"""
+    (out,) = kiln.compile(src)(np.zeros((3, 0), np.int32))
+    np.testing.assert_array_equal(out, np.full((4, 1), expected, np.int32))

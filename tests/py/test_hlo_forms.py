@@ -88,6 +88,9 @@ def test_unequal_groups_need_a_combiner_the_runtime_reduces():
     ("mesh['x'=2,'x'=2] {'x'}", "appears twice"),
     ("mesh['x'=4] {'y'}", "the mesh has"),
     ("mesh['x':(1)2] {'x'}", "not of the form"),
+    # explicit groups that are not lists of device numbers used to vanish silently
+    ("{{-2,1}}", "non-negative integers"),
+    ("{{0,a},{1,2}}", "non-negative integers"),
 ])
 def test_bad_mesh_groups_are_located_errors(bad, message):
     with pytest.raises(KilnError, match=message) as info:
@@ -395,3 +398,14 @@ def test_a_bounded_argument_resized_at_run_time():
         s, n = exe(x, np.int32(k))
         assert int(n) == rows
         np.testing.assert_array_equal(s, x[:rows].sum(0))
+
+
+@pytest.mark.parametrize("attribute", ["bogus_attr={1}", "reqlica_groups={{0,1}}", "dimensions={0}"])
+def test_an_attribute_nothing_reads_is_a_located_error(attribute):
+    """XLA's parser refuses attributes an opcode does not have; ignoring one (a misspelt
+    replica_groups, say) would run the program with another meaning."""
+    hlo = ("HloModule m\n\nENTRY main {\n  p = f32[4] parameter(0)\n"
+           f"  ROOT a = f32[4] add(p, p), {attribute}, metadata={{op_name=\"x\"}}\n}}\n")
+    with pytest.raises(KilnError, match="unexpected attribute") as info:
+        hlo_to_stablehlo(hlo, "attrs.hlo")
+    assert info.value.location.startswith("attrs.hlo:5:")

@@ -456,3 +456,14 @@ def test_a_huge_non_empty_run_time_shape_is_still_refused():
     with pytest.raises(kiln.KilnError, match="dynamic_iota.*byte count would not fit"):
         exe(np.int64(1 << 62), np.int64(1 << 62), np.float32(2.0))
     assert exe(np.int64(1 << 62), np.int64(0), np.float32(2.0))[0] == 0.0
+
+
+def test_csr_row_pointers_near_the_int64_minimum_are_refused():
+    # np.diff of [0, 2, 3, -2**63 + 1] wraps to a positive step: a diff-only check let it
+    # through and scipy read outside the values (SIGSEGV; generated-program fuzz, seed 2027).
+    from kiln.errors import CustomCallError
+    from kiln.runtime import sparse
+    indptr = np.array([0, 2, 3, -2**63 + 1], np.int64)
+    with pytest.raises(CustomCallError, match="row pointers must start at 0"):
+        sparse.validate(np.ones(3, np.float32), indptr, np.zeros(3, np.int64),
+                        np.ones((3, 1), np.float32), np.zeros((3, 1), np.float32))

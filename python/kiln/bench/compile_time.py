@@ -19,6 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
+from .. import environment
 from .jax_programs import JAX_PROGRAMS
 from .workloads import WORKLOADS
 
@@ -114,7 +115,7 @@ class Result:
 @contextlib.contextmanager
 def kiln_cache_off():
     """Kiln's persistent compile cache off for the duration (a cold compile every time)."""
-    old = os.environ.get("KILN_CACHE")
+    old = environment.raw("KILN_CACHE")
     os.environ["KILN_CACHE"] = "0"
     try:
         yield

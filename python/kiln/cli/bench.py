@@ -16,8 +16,17 @@ def add_parser(sub) -> None:
                        help="comma-separated peers to run (kiln is always included)")
     bench.add_argument("--budget", type=float, default=3.0,
                        help="seconds of timed calls per workload (all peers together)")
-    bench.add_argument("--min-rounds", type=int, default=5)
-    bench.add_argument("--json", help="also write the results as JSON here")
+    bench.add_argument("--min-rounds", type=int, default=5,
+                       help="timed rounds per workload at least, whatever the budget")
+    bench.add_argument("--json", nargs="?", const="-",
+                       help="also write the results as JSON here (`kiln bench models --json` "
+                            "alone: print the JSON instead of the table)")
+    # `kiln bench models`: real models from keras / keras_hub / flax (bench/models.py)
+    bench.add_argument("--only", nargs="+", metavar="NAME",
+                       help="models: run only these models (`kiln bench models --list` names them)")
+    bench.add_argument("--load", action="store_true",
+                       help="models: time again beside a competing busy-loop process (one core) "
+                            "and report each compiler's slowdown")
     bench.add_argument("--compile-time", action="store_true",
                        help="measure compile time instead: Kiln against XLA:CPU on JAX's exports "
                             "of the workloads and of the test programs (cold, interleaved)")
@@ -59,6 +68,8 @@ def run(args) -> int:
     from ..bench import peers as peer_mod
     from ..bench import runner
     from ..bench.workloads import WORKLOADS, by_name
+    if args.workloads[:1] == ["models"]:
+        return run_models(args)
     if args.compile_time:
         return run_compile_time(args)
     if args.collectives:
@@ -175,4 +186,37 @@ def run_memory(args) -> int:
         with open(args.json, "w") as f:
             json.dump({"machine": info, "memory": [{"kiln": k, "xla": x} for k, x in results]},
                       f, indent=1)
+    return 0
+
+
+def run_models(args) -> int:
+    """`kiln bench models [--only NAME...] [--load] [--json [PATH]]` (bench/models.py)."""
+    import sys
+    from ..bench import model_zoo, models
+    from ..errors import KilnError
+    if args.workloads[1:]:
+        raise KilnError(f"kiln bench models takes model names through --only, not "
+                        f"{' '.join(args.workloads[1:])!r}",
+                        hint="kiln bench models --only " + " ".join(args.workloads[1:]))
+    selected = model_zoo.by_name(args.only)
+    if args.list:
+        for m in model_zoo.MODELS:
+            print(f"{m.name:15} {m.note}")
+        return 0
+    to_stdout = args.json == "-"
+    say = (lambda s: print(s, file=sys.stderr, flush=True)) if to_stdout else \
+        (lambda s: print(s, flush=True))
+    info = machine()
+    load_text, _ = models.load_line()
+    say(f"kiln bench models: {info['cpu']}, {info['cores']} cores, {info['date']}; {load_text}")
+    rows = models.run(selected, budget_s=args.budget, load=args.load, log=say)
+    data = models.to_json(rows, {**info, "load": load_text})
+    if to_stdout:
+        print(json.dumps(data, indent=1))
+        return 0
+    print()
+    print(models.table(rows, load=args.load))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=1)
     return 0

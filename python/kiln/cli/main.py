@@ -9,7 +9,8 @@ import numpy as np
 from .common import ArgumentParser, guarded
 
 
-def main(argv=None) -> int:
+def build_parser() -> ArgumentParser:
+    """The `kiln` command line (also read by the generated CLI reference, docs/)."""
     parser = ArgumentParser(prog="kiln", description=__doc__)
     parser.add_argument("--version", action="store_true", help="print Kiln's version")
     parser.add_argument("--include-dir", action="store_true",
@@ -18,9 +19,9 @@ def main(argv=None) -> int:
 
     run = sub.add_parser("run", help="compile FILE (or load an executable, .kx) and run its "
                                      "entry function")
-    run.add_argument("file")
+    run.add_argument("file", help="the program (any supported format) or an executable (.kx)")
     run.add_argument("--entry", help="function to run (default: main or the only public one)")
-    run.add_argument("--target", default="cpu")
+    run.add_argument("--target", default="cpu", help="cpu, gpu or gpu-emulator")
     run.add_argument("--inputs", help=".npz with the arguments, in order (arr_0, arr_1, ...), "
                      "or .npy for one argument")
     run.add_argument("--output", help="write the results to this .npz")
@@ -32,10 +33,10 @@ def main(argv=None) -> int:
 
     comp = sub.add_parser("compile", help="compile FILE ahead of time into an executable "
                                            "(.kx) that `kiln run` and kiln.load_executable load")
-    comp.add_argument("file")
+    comp.add_argument("file", help="the program (any supported format)")
     comp.add_argument("-o", "--output", required=True, help="the executable to write (.kx)")
     comp.add_argument("--entry", help="function to compile (default: main or the only public one)")
-    comp.add_argument("--target", default="cpu")
+    comp.add_argument("--target", default="cpu", help="cpu, gpu or gpu-emulator")
     comp.add_argument("--arg-shapes", metavar="SHAPES",
                       help="for a dynamic signature: the argument shapes to compile, e.g. "
                            "'2x3,3' (one per argument; ';' separates several sets)")
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
 
     conf = sub.add_parser("conformance", help="run conformance programs, each in its own process")
     conf.add_argument("paths", nargs="+", help="files or directories of .mlir programs")
-    conf.add_argument("--jobs", "-j", type=int, default=1)
+    conf.add_argument("--jobs", "-j", type=int, default=1, help="files run at once")
     conf.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
     conf.add_argument("--json", help="write a JSON report here")
     conf.add_argument("--target", help="compile the programs for this target (default: cpu; "
@@ -51,7 +52,11 @@ def main(argv=None) -> int:
 
     from . import bench
     bench.add_parser(sub)
+    return parser
 
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.version:
         from .. import __version__
@@ -68,6 +73,7 @@ def main(argv=None) -> int:
     if args.command == "conformance":
         return guarded("kiln conformance", lambda: _conformance(args), args)
     if args.command == "bench":
+        from . import bench
         return guarded("kiln bench", lambda: bench.run(args), args)
     parser.print_help()
     return 2

@@ -13,7 +13,8 @@ from .common import ArgumentParser, guarded
 SPLIT = re.compile(r"^// -----\s*$", re.M)
 
 
-def main(argv=None) -> int:
+def build_parser() -> ArgumentParser:
+    """The `kiln-opt` command line (also read by the generated CLI reference, docs/)."""
     parser = ArgumentParser(prog="kiln-opt", description=__doc__)
     parser.add_argument("file", nargs="?", help="input file ('-' or none: stdin)")
     group = parser.add_mutually_exclusive_group()
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     group.add_argument("--print-pipeline", action="store_true", help="print the target's stages")
     group.add_argument("--list-passes", action="store_true",
                        help="print every registered Kiln pass with its summary")
-    parser.add_argument("--target", default="cpu")
+    parser.add_argument("--target", default="cpu", help="cpu, gpu or gpu-emulator")
     parser.add_argument("--gpu-arch", help="with --target gpu: sm_80, sm_90 (default sm_90)")
     parser.add_argument("--entry", help="entry function (default: main or the only public one)")
     parser.add_argument("--dump-dir", help="write the input and the IR after every stage (with "
@@ -37,7 +38,11 @@ def main(argv=None) -> int:
                         "(with --stage) or pass on stderr, like -mlir-timing")
     parser.add_argument("--split-input-file", action="store_true",
                         help="treat '// -----' as separating independent inputs")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     return guarded("kiln-opt", lambda: _run(args), args)
 
 

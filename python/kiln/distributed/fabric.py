@@ -16,16 +16,16 @@ within KILN_COLLECTIVE_TIMEOUT seconds (default 600).
 from __future__ import annotations
 
 import collections
-import os
 import queue
 import threading
 
+from .. import environment
 from ..errors import KilnError
 
 
 def _timeout() -> float:
     try:
-        return float(os.environ.get("KILN_COLLECTIVE_TIMEOUT", "600"))
+        return float(environment.get("KILN_COLLECTIVE_TIMEOUT"))
     except ValueError:
         return 600.0
 

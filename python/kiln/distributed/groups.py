@@ -16,9 +16,9 @@ compile time into lists of device ids, which is all the runtime needs.
 from __future__ import annotations
 
 import math
-import os
 import re
 
+from .. import environment
 from ..errors import KilnError
 
 CROSS_REPLICA = "cross_replica"
@@ -39,7 +39,7 @@ DEFAULT_MAX_DEVICES = 1024
 def max_devices() -> int:
     """How many devices (replicas x partitions) a program may ask for: KILN_MAX_DEVICES,
     by default DEFAULT_MAX_DEVICES or the process's thread limit if that is lower."""
-    raw = os.environ.get("KILN_MAX_DEVICES")
+    raw = environment.get("KILN_MAX_DEVICES")
     if raw is not None:
         try:
             return max(1, int(raw))

@@ -7,11 +7,11 @@ function of `__main__`, which another process cannot import).
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 
+from .. import environment
 from . import cache
 from .artifact import Artifact
 from .compiler import CompileRequest, compile_artifact
@@ -46,7 +46,7 @@ def obtain(request: CompileRequest, module=None) -> Artifact:
 def will_use_worker(options: dict) -> bool:
     """Whether compiles with these options go to a worker (unless the request cannot be sent,
     see `pickled_for_worker`)."""
-    return not (os.environ.get("KILN_COMPILE_IN_PROCESS", "0") not in ("", "0")
+    return not (environment.get("KILN_COMPILE_IN_PROCESS") not in ("", "0")
                 or options.get("isolate", True) is False)
 
 

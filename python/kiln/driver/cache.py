@@ -27,6 +27,7 @@ import json
 import os
 from pathlib import Path
 
+from .. import environment
 from ..errors import KilnError
 from .artifact import Artifact, kiln_build
 from .cache_dir import directory, trusted_directory  # noqa: F401 - part of this module's interface
@@ -38,13 +39,12 @@ SUFFIX = ".kart"
 ENTRY_MAGIC = b"KILNMAC1"
 _DIGEST_SIZE = 32
 KEY_FILE = "hmac.key"
-_DEFAULT_MAX_MB = 2048
 # Options that change what a compile reports or writes, not its code.
 _REPORTING_OPTIONS = {"dump_dir", "dump_pass_regex", "timing", "progress", "isolate"}
 
 
 def max_bytes() -> int:
-    text = os.environ.get("KILN_CACHE_MAX_MB", str(_DEFAULT_MAX_MB))
+    text = environment.get("KILN_CACHE_MAX_MB")
     try:
         return int(float(text) * (1 << 20))
     except (ValueError, OverflowError):
@@ -86,11 +86,11 @@ def _digest(described: dict, request, content: bytes) -> str | None:
     digest = hashlib.sha256(text.encode())
     digest.update(json.dumps(host_cpu(), sort_keys=True).encode())
     # KILN_AMX=0 routes bf16/int8 products elsewhere when compiling (runtime/libraries.py)
-    digest.update(os.environ.get("KILN_AMX", "").encode())
+    digest.update((environment.raw("KILN_AMX") or "").encode())
     # LLVM's options change the code it emits (targets/llvm_options.py)
-    digest.update(os.environ.get("KILN_LLVM_OPTIONS", "").encode())
+    digest.update((environment.raw("KILN_LLVM_OPTIONS") or "").encode())
     # KILN_QUICK_CODEGEN=0 compiles tiny programs the slower way (targets/cpu.py)
-    digest.update(os.environ.get("KILN_QUICK_CODEGEN", "").encode())
+    digest.update((environment.raw("KILN_QUICK_CODEGEN") or "").encode())
     digest.update(content)
     return digest.hexdigest()
 

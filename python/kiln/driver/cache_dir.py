@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from .. import environment
 from .private_files import UntrustedDirectory, private_directory
 
 _warned: set[str] = set()
@@ -32,10 +33,10 @@ def _signature(path: Path) -> tuple | None:
 
 def directory() -> Path | None:
     """The configured cache directory (not checked), or None when the cache is off."""
-    if os.environ.get("KILN_CACHE", "1").strip().lower() in ("0", "false", "off", "no"):
+    if environment.get("KILN_CACHE").strip().lower() in ("0", "false", "off", "no"):
         return None
-    if os.environ.get("KILN_CACHE_DIR"):
-        return Path(os.environ["KILN_CACHE_DIR"]).expanduser()
+    if environment.get("KILN_CACHE_DIR"):
+        return Path(environment.get("KILN_CACHE_DIR")).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "kiln"
 

@@ -35,6 +35,9 @@ from .compiler import (Compiled, CompileRequest, load_compiled, signature, speci
 
 
 class Executable:
+    """A compiled program: call it with numpy arrays (`exe(*arrays)`) and get a tuple of
+    arrays back; made by `kiln.compile`, `kiln.jit` or `kiln.load_executable`."""
+
     def __init__(self, imported: ir.Module, target: Target, entry: str | None, filename: str,
                  compile_now: bool = True, convention: CallingConvention = PLAIN,
                  verify: bool = False, consume: bool = False):
@@ -100,6 +103,7 @@ class Executable:
     # -- introspection -------------------------------------------------------------------------
     @property
     def stages(self) -> list[Stage]:
+        """The target's pipeline for this program's entry, passes resolved."""
         return self.target.stages(self.entry)
 
     @api_boundary
@@ -117,10 +121,12 @@ class Executable:
         return module.operation.get_asm(enable_debug_info=locations)
 
     def stage_names(self) -> list[str]:
+        """The stages `ir()` can show: "import", then the pipeline's stages in order."""
         return ["import"] + [s.name for s in self.stages]
 
     @property
     def timings(self) -> list[StageTiming]:
+        """The compile's time per stage (per pass too when compiled with `timing=True`)."""
         return next(iter(self._cache.values())).timings if self._cache else []
 
     @api_boundary
@@ -184,6 +190,8 @@ class Executable:
 
     @property
     def has_checks(self) -> bool:
+        """Whether the program holds checks (`check.*` ops, check custom calls) that a call
+        evaluates, raising `CheckFailure` when one fails."""
         return any(c.checks for c in self._cache.values())
 
     # -- calling -------------------------------------------------------------------------------
@@ -311,6 +319,7 @@ class Executable:
 
     @property
     def num_devices(self) -> int:
+        """How many devices a call runs on: replicas x partitions (`device_counts`)."""
         count = getattr(self, "_num_devices", None)
         if count is None:
             r, p = self.device_counts

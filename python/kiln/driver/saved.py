@@ -43,9 +43,11 @@ FORMAT = "kiln-executable"
 VERSION = 1
 
 
-def save(exe, path) -> Path:
+def save(exe, path, *, with_plan: bool = True) -> Path:
     """Write `exe` with every specialisation it has compiled (a static signature's one, at
-    least) to `path`."""
+    least) to `path`. `with_plan=False` leaves out the plan as text (which may need a compile
+    more, recording it): for files only Kiln reads back (the PJRT plugin's serialized
+    executables, kiln/pjrt/serialized.py)."""
     from ..targets.objects import host_cpu
     path = Path(path)
     if not exe._cache:
@@ -62,7 +64,7 @@ def save(exe, path) -> Path:
     artifacts = []
     for shapes, specialisation in entries:
         artifact = specialisation.artifact
-        if artifact.plan is None:  # compile once more, recording the plan
+        if artifact.plan is None and with_plan:  # compile once more, recording the plan
             artifact = exe._compile(shapes, want_plan=True).artifact
         artifacts.append((shapes, artifact))
     manifest = {
@@ -80,9 +82,10 @@ def save(exe, path) -> Path:
             name = f"compiled/{number}"
             compiled.append({"shapes": [list(s) for s in shapes], "artifact": name + ".kart"})
             archive.writestr(name + ".kart", artifact.to_bytes())
-            assignment, thunks = plan.from_json(artifact.plan)
-            archive.writestr(name + ".buffer-assignment.txt", str(assignment))
-            archive.writestr(name + ".thunk-sequence.txt", str(thunks))
+            if artifact.plan is not None:
+                assignment, thunks = plan.from_json(artifact.plan)
+                archive.writestr(name + ".buffer-assignment.txt", str(assignment))
+                archive.writestr(name + ".thunk-sequence.txt", str(thunks))
         archive.writestr("manifest.json", json.dumps(manifest, indent=1))
     return path
 

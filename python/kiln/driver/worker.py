@@ -29,21 +29,20 @@ import time
 import traceback
 from pathlib import Path
 
+from .. import environment
 from ..errors import KilnError
 from ..frontend.untrusted import (compile_memory_limit, die_with_parent, died_of_memory,
                                   limit_memory, receive_message, send_message, wait_for_child)
 from .artifact import Artifact
 from .compiler import CompileRequest
 
-_DEFAULT_TIMEOUT_S = 1800.0
-
 
 def compile_timeout() -> float:
     try:
-        return float(os.environ.get("KILN_COMPILE_TIMEOUT", _DEFAULT_TIMEOUT_S))
+        return float(environment.get("KILN_COMPILE_TIMEOUT"))
     except ValueError:
-        raise KilnError(f"KILN_COMPILE_TIMEOUT={os.environ['KILN_COMPILE_TIMEOUT']!r} is not a "
-                        "number of seconds") from None
+        raise KilnError(f"KILN_COMPILE_TIMEOUT={environment.get('KILN_COMPILE_TIMEOUT')!r} is "
+                        "not a number of seconds") from None
 
 
 def _settings() -> dict:

@@ -78,7 +78,7 @@ def convert_through_jaxlib(text: str, ctx: ir.Context, filename: str, what: str,
             raise KilnError(f"'{foreign.name}' is not allowed in an input program",
                             location=format_location(str(foreign.location), filename),
                             hint="programs may hold only " + ", ".join(sorted(INPUT_DIALECTS - {"builtin"}))
-                                 + " ops (see the README's 'Untrusted programs')")
+                                 + " ops (see docs/guides/trust.md)")
         if prepare is not None:
             prepare(module, jir)
         try:

@@ -28,6 +28,7 @@ import time
 import numpy as np
 from torch_mlir import ir
 
+from .. import environment
 from ..errors import KilnError
 
 # Deeper nesting than any real program has, and far below what overflows the MLIR parser's
@@ -67,6 +68,24 @@ def check_text_nesting(text: str, filename: str, *, angle_brackets: bool = True)
         _too_deep(data, filename, int(np.argmax(depth > MAX_NESTING)))
     if angle_brackets:
         _check_alias_nesting(data, depth, filename)
+        _check_empty_all_to_all_groups(raw, data, filename)
+
+
+# StableHLO's all_to_all verifier divides by the number of replica groups: zero groups
+# (`dense<> : tensor<0xNxi64>`) end the parsing process with SIGFPE (an upstream bug). The
+# parse of text runs in the caller, so such a list is refused before it (directly or through
+# an alias: any zero-row i64 matrix in a module that holds an all_to_all).
+_ZERO_GROUPS = re.compile(rb"dense<[^>]*>\s*:\s*tensor<0x\d+xi64>")
+
+
+def _check_empty_all_to_all_groups(raw: bytes, data: bytes, filename: str) -> None:
+    if b"all_to_all" not in raw:  # generic-form op names are quoted, blanked in `data`
+        return
+    m = _ZERO_GROUPS.search(data)
+    if m:
+        raise KilnError("an all_to_all's replica_groups has no groups", location=_where(
+            data, filename, m.start()), hint="list the groups of devices that exchange "
+                                             "blocks, e.g. dense<[[0, 1]]> : tensor<1x2xi64>")
 
 
 def _nesting_depth(data: bytes, angle_brackets: bool) -> np.ndarray:
@@ -207,7 +226,7 @@ _server: subprocess.Popen | None = None
 def read_timeout() -> float:
     """Seconds after which a reader that has not finished is taken to hang on the input
     (KILN_READ_TIMEOUT, read when a read starts)."""
-    return float(os.environ.get("KILN_READ_TIMEOUT", "60"))
+    return float(environment.get("KILN_READ_TIMEOUT"))
 
 
 def reader_name(fmt) -> str:
@@ -456,7 +475,7 @@ def compile_memory_limit() -> int | None:
     """Bytes of data (heap and private mappings: RLIMIT_DATA) one compile or read may use:
     KILN_COMPILE_MEMORY as bytes or with a K/M/G/T suffix, "0" or "none" for no limit; by
     default half of physical memory."""
-    raw = os.environ.get("KILN_COMPILE_MEMORY")
+    raw = environment.get("KILN_COMPILE_MEMORY")
     if raw is None:
         try:
             return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

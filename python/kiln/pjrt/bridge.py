@@ -6,12 +6,15 @@ The C side calls, holding the GIL:
   Program.execute([[(memoryview, type, dims), ...] per device])
                                                     -> [[uint8 array per output] per device]
                                                        | Failure
+  Program.serialize()                               -> bytes | Failure
+  deserialize(data, options, num_devices)           -> Program | Failure
 A Failure carries a PJRT error code and Kiln's message; the framework raises it as
 JaxRuntimeError. Results go back as flat byte views of contiguous numpy arrays, which the C
 buffers then own (no copy).
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import traceback
 
@@ -24,6 +27,12 @@ from .compile_options import CompileOptions, parse_compile_options
 # PJRT_Error_Code values (runtime/pjrt/kiln_pjrt_c_api.h)
 INVALID_ARGUMENT = 3
 INTERNAL = 13
+
+
+# Where this process got the plugin's programs: "compiled" (Kiln compiled it), "kiln_cache"
+# (Kiln's compile cache), "deserialized" (a serialized executable, e.g. from JAX's persistent
+# cache). Updated under the GIL; for tests and for users asking what a run compiled.
+counts: collections.Counter = collections.Counter()
 
 
 class Failure:
@@ -87,6 +96,16 @@ class Program:
                             "pmap) do not run through Kiln's PJRT plugin yet", location=name,
                             hint="run it on one device, or export it and use `kiln run`")
 
+    def serialize(self):
+        """This program as signed bytes (kiln/pjrt/serialized.py) for
+        PJRT_Executable_Serialize."""
+        try:
+            from . import serialized
+            return serialized.dump(self.executable, {
+                "name": self.name, "fingerprint": self.fingerprint, "donated": self.donated})
+        except Exception as exc:  # reported through PJRT, never lost
+            return _failure("serialize", exc)
+
     def execute(self, per_device):
         try:
             arrays = [[_array(view, code, dims) for view, code, dims in arguments]
@@ -141,9 +160,27 @@ def compile(code: bytes, format: str, options: bytes, num_devices: int):
         digest = hashlib.sha256(code + options).hexdigest()[:32]
         program = Program(executable, name, compile_options, digest)
         program.donated = donated
+        from_cache = set(executable.origins.values()) == {"cache"}
+        counts["kiln_cache" if from_cache else "compiled"] += 1
         return program
     except Exception as exc:  # reported through PJRT, never lost
         return _failure("compile", exc)
+
+
+def deserialize(data: bytes, options: bytes, num_devices: int):
+    """The program of a serialized executable (Program.serialize's bytes), checked before any
+    of its code is linked; `options`: the framework's compile options for this load (empty:
+    one device, the first)."""
+    try:
+        from . import serialized
+        executable, header = serialized.load(data)
+        compile_options = parse_compile_options(options, num_devices)
+        program = Program(executable, header["name"], compile_options, header["fingerprint"])
+        program.donated = header["donated"]
+        counts["deserialized"] += 1
+        return program
+    except Exception as exc:  # reported through PJRT, never lost
+        return _failure("deserialize", exc)
 
 
 def _read_module(code: bytes) -> tuple[str, list[int]]:

@@ -5,9 +5,9 @@ memory). The priority puts Kiln after JAX's own CPU backend unless JAX_PLATFORMS
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from .. import environment
 from ..errors import KilnError
 from ..native import _package_dirs
 
@@ -25,7 +25,7 @@ def library_path() -> Path:
 
 
 def device_count() -> int:
-    text = os.environ.get("KILN_DEVICES", "1")
+    text = environment.get("KILN_DEVICES")
     try:
         count = int(text)
     except ValueError:
@@ -44,3 +44,5 @@ def initialize() -> None:
     from .lowering import enable_donation, register_cpu_lowerings
     register_cpu_lowerings(PLATFORM)
     enable_donation(PLATFORM)
+    from .jax_cache import admit
+    admit(PLATFORM)  # JAX's persistent cache (executables serialize, signed: serialized.py)

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import environment
 from ..errors import CustomCallError, KilnError
 from . import ffi
 
@@ -177,7 +178,7 @@ class CustomCallRegistry:
         if self._env_loaded:
             return
         self._env_loaded = True
-        for path in filter(None, os.environ.get(ENV_LIBRARIES, "").split(os.pathsep)):
+        for path in filter(None, environment.get(ENV_LIBRARIES).split(os.pathsep)):
             self.load_library(path)
 
     def lookup(self, name: str, platform: str = "cpu") -> CustomCallTarget | None:
@@ -218,11 +219,13 @@ class CustomCallRegistry:
         added = []
         for reg in self._fresh_registrations(lib_runtime.KilnCustomCallRegistrations()):
             name = reg.name.decode()
+            refuse_internal_name(name, str(path))
             entry = self.register(name, int(reg.function), reg.platform.decode(), origin=str(path))
             entry.keep_alive, entry.ffi_capable = handle, False
             added.append(name)
         for reg in self._fresh_registrations(lib_runtime.KilnFfiRegistrations()):
             stages = {s: getattr(reg, s) for s in ffi.STAGES if getattr(reg, s)}
+            refuse_internal_name(reg.name.decode(), str(path))
             entry = self.register(reg.name.decode(), stages, reg.platform.decode(),
                                   origin=str(path))
             entry.keep_alive = handle
@@ -231,6 +234,8 @@ class CustomCallRegistry:
             by_symbol = dict(symbols)
         else:
             by_symbol = {name: name for name in (symbols or ())}
+        for name in by_symbol:
+            refuse_internal_name(name, str(path))
         for name, symbol in by_symbol.items():
             try:
                 function = getattr(handle, symbol)
@@ -297,7 +302,24 @@ def register_custom_call(name: str, target, platform: str = "cpu", api_version: 
     `attributes` carries the `mhlo.backend_config` dictionary). With `api_version` given,
     calls with another api_version are rejected at compile time. Registering a name again
     replaces it for programs compiled afterwards."""
+    refuse_internal_name(name)
     REGISTRY.register(name, target, platform, api_version)
+
+
+# dialects/kiln.py's PREFIX, spelled here so that the runtime needs no MLIR bindings.
+INTERNAL_PREFIX = "kiln."
+
+
+def refuse_internal_name(name, origin: str = "") -> None:
+    """Kiln's own runtime targets live under `kiln.` (collectives, FFTs): its lowerings call
+    them with configurations the runtime trusts, so a user's target may not take (or replace)
+    one of those names."""
+    if isinstance(name, str) and name.startswith(INTERNAL_PREFIX):
+        where = f" (from {origin})" if origin else ""
+        raise KilnError(f"custom-call target name {name!r}{where} is reserved: "
+                        f"'{INTERNAL_PREFIX}*' names Kiln's internal runtime targets",
+                        hint="register your target under another name, and call that name "
+                             "from the program")
 
 
 def register_custom_call_library(path, symbols=None, api_version: int | None = None) -> list[str]:

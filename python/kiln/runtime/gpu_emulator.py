@@ -34,12 +34,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
 import re
 import threading
 
 import numpy as np
 
+from .. import environment
 from ..errors import KilnError
 from .gpu_plan import DeviceRuntime
 
@@ -88,7 +88,7 @@ _HINT = "`kiln-opt FILE --target gpu-emulator --stage llvm` shows the kernels' I
 
 def shared_fill() -> int:
     """The byte shared memory holds at the start of each block (KILN_GPU_EMULATOR_SHARED)."""
-    mode = os.environ.get("KILN_GPU_EMULATOR_SHARED", "poison")
+    mode = environment.get("KILN_GPU_EMULATOR_SHARED")
     if mode not in ("poison", "zero"):
         raise KilnError(f"KILN_GPU_EMULATOR_SHARED={mode!r}", hint="poison (0xFF bytes, the "
                         "default) or zero")

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 from torch_mlir import ir
 
+from .. import environment
 from .. import native
 from ..dialects import kiln as names
 from ..errors import KilnError
@@ -131,6 +132,8 @@ class CpuTarget(Target):
             "convert-func-to-llvm",
             "convert-cf-to-llvm",
             "reconcile-unrealized-casts",
+            "kiln-dedupe-kernels",            # each distinct kernel compiled once
+            "kiln-inline-entry-into-c-interface",  # no call with thousands of operands
         ]),
     ]
 
@@ -167,7 +170,7 @@ class CpuTarget(Target):
         `opt_level=0`, as clang's -O0, and for the programs `after_optimize` found tiny.
         KILN_QUICK_CODEGEN=0 turns it off (to compare)."""
         from .small_programs import QUICK_CODEGEN_ATTR
-        if os.environ.get("KILN_QUICK_CODEGEN", "1") == "0":
+        if environment.get("KILN_QUICK_CODEGEN") == "0":
             return False
         if "opt_level" in self.options:
             return int(self.options["opt_level"]) == 0

@@ -10,10 +10,10 @@ options do not reach; `opt_level=2` sends a program through this one.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from pathlib import Path
 
+from .. import environment
 from ..errors import KilnError
 
 # LLVM's own defaults serve Kiln's code; none is changed today.
@@ -25,7 +25,7 @@ _applied: tuple[str, ...] | None = None
 
 def requested() -> tuple[str, ...]:
     """The options this process compiles with: Kiln's defaults, then KILN_LLVM_OPTIONS."""
-    return KILN_DEFAULTS + tuple(os.environ.get("KILN_LLVM_OPTIONS", "").split())
+    return KILN_DEFAULTS + tuple(environment.get("KILN_LLVM_OPTIONS").split())
 
 
 def apply() -> tuple[str, ...]:

@@ -93,3 +93,31 @@ func.func @element_types(%u: tensor<4xui8>, %b: tensor<2x2xi1>, %c: tensor<2x2xc
   %3 = stablehlo.slice %h [1:1] : (tensor<3xbf16>) -> tensor<0xbf16>
   return %0, %1, %2, %3 : tensor<0xui8>, tensor<2x0xi1>, tensor<0x2xcomplex<f32>>, tensor<0xbf16>
 }
+
+// -----
+
+// pad and reduce_window over an empty operand read only padding: the pad becomes its padding
+// value broadcast, the reduce_window the same window over its init broadcast to the padded,
+// dilated base (5x2 here) with no padding or dilation left.
+// CHECK-LABEL: func.func @only_padding
+// CHECK-NOT: stablehlo.pad
+// CHECK: %[[P:.*]] = stablehlo.broadcast_in_dim %arg1, dims = [] : (tensor<f32>) -> tensor<2x2xf32>
+// CHECK: %[[B:.*]] = stablehlo.broadcast_in_dim %arg3, dims = [] : (tensor<i32>) -> tensor<5x2xi32>
+// CHECK: "stablehlo.reduce_window"(%[[B]], %arg3)
+// CHECK-NOT: padding
+// CHECK-SAME: window_dimensions = array<i64: 2, 2>
+// CHECK: return %[[P]]
+func.func @only_padding(%x: tensor<1x0xf32>, %p: tensor<f32>, %y: tensor<3x0xi32>, %i: tensor<i32>)
+    -> (tensor<2x2xf32>, tensor<4x1xi32>) {
+  %r = "stablehlo.pad"(%x, %p) {edge_padding_low = array<i64: 0, 2>,
+      edge_padding_high = array<i64: 1, 0>, interior_padding = array<i64: 1, 2>}
+      : (tensor<1x0xf32>, tensor<f32>) -> tensor<2x2xf32>
+  %w = "stablehlo.reduce_window"(%y, %i) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %s = stablehlo.add %a, %b : tensor<i32>
+    stablehlo.return %s : tensor<i32>
+  }) {window_dimensions = array<i64: 2, 2>, base_dilations = array<i64: 2, 2>,
+       padding = dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>}
+      : (tensor<3x0xi32>, tensor<i32>) -> tensor<4x1xi32>
+  return %r, %w : tensor<2x2xf32>, tensor<4x1xi32>
+}

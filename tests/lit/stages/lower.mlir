@@ -1,7 +1,7 @@
 // RUN: kiln-opt %s --stage lower | FileCheck %s
 
 // lower leaves only the LLVM dialect, with the C-interface wrapper the runtime calls.
-// CHECK: llvm.func @main
+// CHECK: llvm.func internal @main
 // CHECK: llvm.func @_mlir_ciface_main
 // CHECK-NOT: {{ (memref|scf|arith|linalg|func)\.}}
 func.func @main(%a: tensor<3xf64>) -> tensor<3xf64> {

@@ -163,6 +163,26 @@ def dense_attr(arr: np.ndarray, shape: Shape) -> str:
 
 
 # HLO opcode -> StableHLO op for ops that map one-to-one on their (flattened) operands.
+# XLA attributes that say nothing about what an instruction computes (scheduling, placement,
+# provenance, hints): read by nothing and accepted on every opcode.
+_WITHOUT_MEANING_HERE = frozenset({
+    "metadata", "sharding", "frontend_attributes", "backend_config", "statistics_viz",
+    "original_value", "control-predecessors", "schedule", "scheduling_name",
+})
+# ...and those that do not change the values an opcode produces as Kiln runs it: aliasing
+# (results are values here), the comparator XLA attaches to its TopK custom call (Kiln's
+# TopK sorts by value), host-transfer and channel routing of the done halves of send/recv
+# (Kiln pairs them by instruction), the shape an outfeed was declared with (its operand's).
+_WITHOUT_MEANING_FOR = {
+    "custom-call": frozenset({"output_to_operand_aliasing", "called_computations",
+                              "custom_call_has_side_effect"}),
+    "send-done": frozenset({"channel_id", "is_host_transfer"}),
+    "recv-done": frozenset({"channel_id", "is_host_transfer"}),
+    "outfeed": frozenset({"outfeed_shape"}),
+    "domain": frozenset({"domain"}),
+    "dynamic-reshape": frozenset({"inferred_dimension"}),
+}
+
 _SIMPLE = {
     "abs": "abs", "add": "add", "and": "and", "atan2": "atan2", "cbrt": "cbrt", "ceil": "ceil",
     "clamp": "clamp", "clz": "count_leading_zeros", "count-leading-zeros": "count_leading_zeros", "complex": "complex", "convert": "convert",
@@ -494,6 +514,22 @@ class Emitter:
     # ------------------------------------------------------------------ instructions
     def emit_instruction(self, ins: Instruction, ops: list[list[Val]]) -> list[Val]:
         a = AttrReader(ins, self.m)
+        out = self._emit_instruction(ins, a, ops)
+        self._refuse_unread_attributes(ins, a)
+        return out
+
+    def _refuse_unread_attributes(self, ins: Instruction, a: AttrReader):
+        """An attribute is either one the op's emitter reads or one of XLA's that does not
+        change what the op computes (_WITHOUT_MEANING_HERE); anything else (a misspelling, an
+        attribute of another opcode, one Kiln does not implement) is an error, as in XLA's own
+        parser, rather than ignored: ignoring it would run the program with another meaning."""
+        for key in a.unread():
+            if key not in _WITHOUT_MEANING_HERE and key not in _WITHOUT_MEANING_FOR.get(ins.opcode, ()):
+                a.fail(f"unexpected attribute '{key}=' for {ins.opcode}", key,
+                       hint="Kiln reads the attributes XLA defines for each opcode; check the "
+                            "spelling, or the opcode's attributes in the operation semantics")
+
+    def _emit_instruction(self, ins: Instruction, a: AttrReader, ops: list[list[Val]]) -> list[Val]:
         op = ins.opcode
         rtypes = [leaf.mlir_type() for leaf in ins.shape.leaves()]
         flat = [v for o in ops for v in o]
@@ -1168,8 +1204,17 @@ class Emitter:
             count = self._num_devices()
         attrs = {"split_dimension": f"{d[0]} : i64", "concat_dimension": f"{d[0]} : i64",
                  "split_count": f"{count} : i64"}
-        attrs.update(self._collective_attrs(a))
+        attrs.update(self._all_to_all_attrs(a, count))
         return self.op("stablehlo.all_to_all", flat, rtypes, attrs)
+
+    def _all_to_all_attrs(self, a, count):
+        """_collective_attrs, with HLO's "no replica_groups" (all devices in one group) written
+        as that group of `count`: StableHLO's all_to_all verifier divides by the number of
+        groups, and an empty group list killed the reader with SIGFPE (issue 25)."""
+        attrs = self._collective_attrs(a)
+        if not a.replica_groups():
+            attrs["replica_groups"] = _i64_matrix([list(range(count))])
+        return attrs
 
     def _tuple_all_to_all(self, ins, a, flat):
         """Tuple all-to-all (no dimensions=): operand i goes to the i-th replica of the group and
@@ -1185,7 +1230,7 @@ class Emitter:
         stacked = self.op1("stablehlo.concatenate", [self.op1("stablehlo.reshape", [v], row_t) for v in flat],
                            all_t, {"dimension": "0 : i64"})
         attrs = {"split_dimension": "0 : i64", "concat_dimension": "0 : i64", "split_count": f"{n} : i64"}
-        attrs.update(self._collective_attrs(a))
+        attrs.update(self._all_to_all_attrs(a, n))
         moved = self.op1("stablehlo.all_to_all", [stacked], all_t, attrs)
         dims = list(leaf.dims)
         out = []

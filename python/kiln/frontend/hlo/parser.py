@@ -243,6 +243,12 @@ class AttrReader:
 
     def __init__(self, ins: Instruction, module: Module):
         self.ins, self.m = ins, module
+        self.read: set[str] = set()  # the attributes the emitter looked at (see unread())
+
+    def unread(self) -> list[str]:
+        """Attributes of the instruction that nothing read: a misspelled or unknown attribute
+        would otherwise be ignored silently and the program run with another meaning."""
+        return [k for k in self.ins.attrs if k not in self.read]
 
     def where(self, key=None) -> str:
         a = self.ins.attrs.get(key) if key else None
@@ -253,9 +259,11 @@ class AttrReader:
                         hint=hint)
 
     def has(self, key) -> bool:
+        self.read.add(key)
         return key in self.ins.attrs
 
     def raw(self, key, default=None, required=False):
+        self.read.add(key)
         a = self.ins.attrs.get(key)
         if a is None:
             if required:
@@ -406,8 +414,16 @@ def parse_replica_groups(r: str, fail) -> list[list[int]]:
     if not (r.startswith("{") and r.endswith("}")):
         fail(f"expected replica groups like {{{{0,1}},{{2,3}}}}, [2,2]<=[4] or "
              f"mesh['x'=2,'y'=2] {{'y'}}, got '{r}'")
+    # The whole text must be groups of device numbers: anything else ({{-2,1}}, {{0,a}}) is
+    # an error, not a group that silently vanishes.
+    if not _EXPLICIT_GROUPS.fullmatch(r):
+        fail(f"replica groups must be lists of device numbers (non-negative integers) like "
+             f"{{{{0,1}},{{2,3}}}}, got '{r}'")
     groups = re.findall(r"\{([\d,\s]*)\}", r[1:-1])
     return [[int(x) for x in g.split(",") if x.strip()] for g in groups]
+
+
+_EXPLICIT_GROUPS = re.compile(r"\{\s*(\{[\d\s]*(,[\d\s]*)*\}\s*(,\s*\{[\d\s]*(,[\d\s]*)*\}\s*)*)?\}")
 
 
 _MESH = re.compile(r"mesh\s*\[(?P<axes>[^\]]*)\]\s*\{(?P<chosen>[^}]*)\}")

@@ -37,16 +37,44 @@ EMPTY_FOLDABLE = frozenset({
 })
 
 
+# Ops that compute their results from their operands alone: no side effects, no run-time
+# error (integer division by zero has no elements to happen on). Their zero-element results
+# are constants too: upstream canonicalizes some of them to a `tensor.empty` that an in-place
+# consumer then writes into, and an entry returning both gave one buffer twice to
+# `buffer-results-to-out-params`, which crashed (fuzz, seed 2028: a reshape and a maximum of
+# 1x0 values). Ops with regions qualify when every op in them does.
+PURE = frozenset("stablehlo." + name for name in (
+    "abs add and atan2 cbrt ceil clamp compare complex convert bitcast_convert cosine "
+    "count_leading_zeros divide exponential exponential_minus_one floor imag is_finite log "
+    "log_plus_one logistic maximum minimum multiply negate not or popcnt power real "
+    "reduce_precision remainder round_nearest_afz round_nearest_even rsqrt select "
+    "shift_left shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh "
+    "xor reshape broadcast_in_dim transpose reverse concatenate iota dynamic_update_slice "
+    "dot_general dot convolution sort scatter select_and_scatter map constant return "
+    "broadcast").split())
+
+
 def fold_empty_values(module: ir.Module) -> None:
     with module.context:
-        for op in [o for o in walk(module.operation) if o.name in EMPTY_FOLDABLE]:
+        # Innermost ops first: a folded op takes its regions with it, already visited.
+        for op in reversed(list(walk(module.operation))):
+            if op.name not in EMPTY_FOLDABLE and op.name not in PURE:
+                continue
             if reduces_nothing(op):
                 fold_empty_reduction(op)
             elif reads_only_padding(op):
                 fold_padding_only(op)
-            elif len(op.results) == 1 and _is_static_and_empty(op.results[0].type):
-                empty = _empty_constant(op.results[0].type, op.location, ir.InsertionPoint(op))
-                replace_op(op, [empty.result])
+            elif op.name != "stablehlo.constant" and op.results and \
+                    all(_is_static_and_empty(r.type) for r in op.results) and _pure_regions(op):
+                ip = ir.InsertionPoint(op)
+                replace_op(op, [_empty_constant(r.type, op.location, ip).result
+                                for r in op.results])
+
+
+def _pure_regions(op: ir.Operation) -> bool:
+    return all(inner.name in PURE or inner.name in EMPTY_FOLDABLE
+               for region in op.regions for block in region.blocks
+               for nested in block.operations for inner in walk(nested.operation))
 
 
 def _empty_constant(result_type: ir.Type, loc: ir.Location,

@@ -353,9 +353,11 @@ def _register_kiln_passes() -> None:
              "nothing -> their operand (upstream crashes on a 0-d unsigned identity reshape)",
              identity_ops.fold_identity_ops, applies_to=frozenset(identity_ops.IDENTITY_FOLDABLE))
     from . import empty_values
-    register("kiln-fold-empty-values", "slices, gathers and pads with zero-element results "
-             "-> dense<> constants (upstream rejects an empty slice that starts at the end)",
-             empty_values.fold_empty_values, applies_to=frozenset(empty_values.EMPTY_FOLDABLE))
+    register("kiln-fold-empty-values", "pure ops with zero-element results -> dense<> "
+             "constants; reduces, pads and reduce_windows over empty operands -> their init or "
+             "padding values (upstream rejects an empty slice that starts at the end)",
+             empty_values.fold_empty_values,
+             applies_to=frozenset(empty_values.EMPTY_FOLDABLE | empty_values.PURE))
     # legalize, after upstream
     register("kiln-accurate-libm-calls", "math.log1p/expm1 -> libm calls (LLVM's log(1 + x) "
              "loses every digit for small x)", semantics.accurate_libm_calls,

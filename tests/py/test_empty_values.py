@@ -189,3 +189,16 @@ def test_reduce_window_over_only_padding(init, body, expected):
     }}"""
     (out,) = kiln.compile(src)(np.zeros((3, 0), np.int32))
     np.testing.assert_array_equal(out, np.full((4, 1), expected, np.int32))
+
+
+def test_empty_results_of_pure_ops_returned_together():
+    # Upstream made the empty reshape a tensor.empty, the maximum wrote into it in place, and
+    # the entry returned one buffer twice: buffer-results-to-out-params crashed (fuzz, 2028).
+    src = """func.func @main(%x: tensor<1x0xf16>, %y: tensor<0x4xf16>)
+        -> (tensor<1x0xf16>, tensor<1x0xf16>) {
+      %r = stablehlo.reshape %y : (tensor<0x4xf16>) -> tensor<1x0xf16>
+      %m = stablehlo.maximum %x, %r : tensor<1x0xf16>
+      return %r, %m : tensor<1x0xf16>, tensor<1x0xf16>
+    }"""
+    r, m = kiln.compile(src)(np.zeros((1, 0), np.float16), np.zeros((0, 4), np.float16))
+    assert r.shape == m.shape == (1, 0) and r.dtype == m.dtype == np.float16

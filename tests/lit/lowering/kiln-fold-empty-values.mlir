@@ -40,13 +40,15 @@ func.func @data_movement(%x: tensor<2x4xf32>, %i: tensor<i32>, %starts: tensor<2
 
 // -----
 
-// Left alone: slices with elements, results whose size is known only at run time, and ops
-// outside the allowlist (an elementwise op on empty tensors lowers fine upstream).
+// Left alone: slices with elements and results whose size is known only at run time. A pure
+// op with an empty result (the negate) is a constant too (fuzz, seed 2028: upstream made an
+// empty reshape a tensor.empty, a consumer wrote into it in place, and the entry returned one
+// buffer twice).
 // CHECK-LABEL: func.func @kept
 // CHECK: stablehlo.slice
 // CHECK: stablehlo.real_dynamic_slice
-// CHECK: stablehlo.negate
-// CHECK-NOT: dense<>
+// CHECK-NOT: stablehlo.negate
+// CHECK: stablehlo.constant dense<> : tensor<2x0xf32>
 func.func @kept(%x: tensor<2x4xf32>, %starts: tensor<2xi64>, %limits: tensor<2xi64>,
                 %e: tensor<2x0xf32>) -> (tensor<1x1xf32>, tensor<?x?xf32>, tensor<2x0xf32>) {
   %s = stablehlo.slice %x [1:2, 3:4] : (tensor<2x4xf32>) -> tensor<1x1xf32>
@@ -64,10 +66,8 @@ func.func @kept(%x: tensor<2x4xf32>, %starts: tensor<2xi64>, %limits: tensor<2xi
 // buffer-results-to-out-params. Constants are read-only, so each result keeps its own value.
 // CHECK-LABEL: func.func @used_twice
 // CHECK-NOT: tensor.empty
-// CHECK: %[[A:.*]] = stablehlo.constant dense<> : tensor<0x0xf32>
-// CHECK: %[[N:.*]] = stablehlo.negate %[[A]]
-// CHECK: %[[B:.*]] = stablehlo.constant dense<> : tensor<0x0xf32>
-// CHECK: return %[[B]], %[[N]]
+// CHECK-NOT: stablehlo.negate
+// CHECK: return %[[A:.*]], %[[B:[^ ]*]] : tensor<0x0xf32>, tensor<0x0xf32>
 func.func @used_twice(%x: tensor<2x1xf32>, %a: tensor<i8>, %c: tensor<ui32>)
     -> (tensor<0x0xf32>, tensor<0x0xf32>) {
   %v2 = stablehlo.dynamic_slice %x, %a, %a, sizes = [0, 0] : (tensor<2x1xf32>, tensor<i8>, tensor<i8>) -> tensor<0x0xf32>

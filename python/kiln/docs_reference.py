@@ -388,6 +388,7 @@ def ops_page(conformance_root: Path) -> str:
                 counts[op] += 1
                 break
     have_suites = testdata.is_dir() and interpret.is_dir()
+    report = _conformance_report(by_length)
     lines = [_GENERATED + "# Operations", "",
              f"The {len(ops)} StableHLO and CHLO operations that Kiln's sources name or the "
              "StableHLO interpret suite has a file for. *Kiln passes* are the registered passes "
@@ -406,14 +407,47 @@ def ops_page(conformance_root: Path) -> str:
         lines += ["(The conformance suites were not found beside this checkout, "
                   f"`{conformance_root}`, so their columns are left out.)", "",
                   "| operation | Kiln passes |", "|---|---|"]
+    if report is not None:
+        results, summary = report
+        lines[-2] += " results of this build |"
+        lines[-1] += "---|"
+        lines[-2:-2] = [f"*Results of this build* are those of the `kiln conformance` report the "
+                        f"site was built with (`KILN_CONFORMANCE_REPORT`; {summary}): files "
+                        "passed of the files run, by the op each file is named for.", ""]
     for op in ops:
         kiln = ", ".join(f"[`{n}`](passes.md#{_anchor(n)})" for n in handlers[op]) or "upstream"
         row = f"| `{op}` | {kiln} |"
         if have_suites:
             has_file = (interpret / f"{op.split('.', 1)[1]}.mlir").is_file()
             row += f" {counts[op] or ''} | {'yes' if has_file else ''} |"
+        if report is not None:
+            passed, run = report[0].get(op, (0, 0))
+            row += f" {f'{passed} / {run}' if run else ''} |"
         lines.append(row)
     return "\n".join(lines) + "\n"
+
+
+def _conformance_report(ops_longest_first: list[str]):
+    """({op: (files passed, files run)}, the report's summary) from the `kiln conformance
+    --json` report KILN_CONFORMANCE_REPORT names, or None when none is named. A file counts
+    for the longest op name its name starts with (abs_float32_20_20, and the interpret suite's
+    all_reduce.mlir)."""
+    import json
+    from . import environment
+    path = environment.raw("KILN_CONFORMANCE_REPORT")
+    if not path:
+        return None
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    results: dict[str, tuple[int, int]] = {}
+    for entry in data["files"]:
+        stem = Path(entry["path"]).stem
+        for op in ops_longest_first:
+            short = op.split(".", 1)[1]
+            if stem == short or stem.startswith(short + "_"):
+                passed, run = results.get(op, (0, 0))
+                results[op] = (passed + bool(entry["passed"]), run + 1)
+                break
+    return results, data["summary"]
 
 
 # -- environment ---------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ VARIABLES: tuple[Variable, ...] = (
              default_text="`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`"),
     Variable("KILN_CACHE_MAX_MB", "2048", "the most megabytes the compile cache keeps (the "
              "least recently used entries go first)"),
+    Variable("KILN_CONFORMANCE_REPORT", None, "a `kiln conformance --json` report the "
+             "documentation build reads: the op-support table then shows, per op, how many "
+             "of the report's files passed (CI builds the site with its conformance sample's)"),
     Variable("KILN_COMPILE_IN_PROCESS", "0", "`1` compiles in the calling process instead of "
              "a compile worker (no isolation from a crash of the compiler)"),
     Variable("KILN_COMPILE_TIMEOUT", "1800", "seconds a compile in a worker may take before "

@@ -231,7 +231,7 @@ def _run(work, jobs: int, timeout: float, report=None, deadline=None) -> list[Ou
             yield i, item[2]
 
     try:
-        for result in pool.run(cases()):
+        for result in workers.until_interrupted(pool.run(cases()), "mutants"):
             seed, mutation, data = in_flight.pop(result.key)
             if result.kind == "reply":
                 kind, detail = result.reply
@@ -303,6 +303,7 @@ def main(argv=None) -> int:
     start = time.monotonic()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     import workers
+    workers.stop_on_terminate()
     outcomes = campaign(args.count, args.seed, args.jobs, args.timeout,
                         report=lambda o: o.kind in show and print(
                             f"{o.kind}: {o.seed} ({o.mutation}): {o.detail}", flush=True),

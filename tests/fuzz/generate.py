@@ -219,7 +219,7 @@ def campaign(count: int, seed: int = 0, jobs: int = 1, timeout: float = 30.0,
             yield i, in_flight[i]
 
     try:
-        for result in pool.run(cases()):
+        for result in workers.until_interrupted(pool.run(cases()), "programs"):
             case = in_flight.pop(result.key)
             outcome, detail = classify(result)
             counts["programs"] += 1
@@ -318,6 +318,7 @@ def main(argv=None) -> int:
         if outcome in show and not args.quiet:
             print(f"{outcome}: {args.seed}:{index}: {detail[:300]}", flush=True)
 
+    workers.stop_on_terminate()
     counts, _ = campaign(args.count, args.seed, args.jobs, args.timeout, out, args.start,
                          not args.no_oracle, report, args.oracle_every, workers.deadline(args.until))
     seconds = time.monotonic() - wall

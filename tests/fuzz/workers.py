@@ -283,6 +283,25 @@ def deadline(until: str | None) -> float | None:
     return moment if moment > time.time() else moment + 86400
 
 
+def stop_on_terminate() -> None:
+    """A campaign stopped with SIGTERM (kill, a job's time limit) ends as if interrupted
+    (KeyboardInterrupt): it stops asking and prints its counts so far."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def until_interrupted(results, what: str):
+    """The pool's results until it is done or the campaign is interrupted (Ctrl-C, SIGTERM:
+    see stop_on_terminate): an interrupted campaign still reports what it finished."""
+    try:
+        yield from results
+    except KeyboardInterrupt:
+        print(f"interrupted: counting the {what} that finished", flush=True)
+
+
 def script_argv(script: str, *extra: str) -> list[str]:
     return [sys.executable, script, *extra]
 

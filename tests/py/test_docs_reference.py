@@ -257,6 +257,25 @@ def test_ops_page_counts_conformance_files_by_longest_op_name(tmp_path):
     assert "were not found" in without and "| `stablehlo.sort` |" in without
 
 
+
+def test_ops_page_shows_the_results_of_a_conformance_report(tmp_path, monkeypatch):
+    import json
+    (tmp_path / "stablehlo-interpret").mkdir()
+    (tmp_path / "stablehlo-testdata").mkdir()
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"summary": "2 passed, 1 failed", "files": [
+        {"path": "x/stablehlo-testdata/add_float32_2.mlir", "passed": True},
+        {"path": "x/stablehlo-testdata/add_int8_3.mlir", "passed": False},
+        {"path": "x/stablehlo-interpret/dynamic_slice.mlir", "passed": True}]}))
+    monkeypatch.setenv("KILN_CONFORMANCE_REPORT", str(report))
+    page = docs_reference.ops_page(tmp_path)
+    rows = {line.split(" | ")[0].strip("| `"): line for line in page.splitlines()
+            if line.startswith("| `")}
+    assert "results of this build" in page and "2 passed, 1 failed" in page
+    assert rows["stablehlo.add"].endswith("| 1 / 2 |")
+    assert rows["stablehlo.dynamic_slice"].endswith("| 1 / 1 |")
+    assert rows["stablehlo.slice"].endswith("|  |")  # no file of the report is named for it
+
 # -- the pages as a whole ------------------------------------------------------------------------
 def test_the_generator_produces_every_page_in_the_nav(pages):
     nav = re.findall(r"(reference/[\w-]+\.md)", (ROOT / "mkdocs.yml").read_text())

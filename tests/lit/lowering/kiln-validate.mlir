@@ -11,8 +11,9 @@ func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
 
 // -----
 
-// Dialects that can address memory are rejected at the trust boundary, with the op's place.
-// ERR: kiln-validate.mlir:[[# @LINE + 3]]:{{[0-9]+}}: {{.*}}'memref.load'
+// Dialects that can address memory are rejected at the trust boundary, with the place of
+// the first value or op that names them (here the memref argument: types by allowlist).
+// ERR: kiln-validate.mlir:[[# @LINE + 2]]:{{[0-9]+}}: argument 0 of @main has type memref<2xf32>, which an XLA program cannot hold
 // CHECK: // -----
 func.func @main(%m: memref<2xf32>, %i: index) -> f32 {
   %0 = memref.load %m[%i] : memref<2xf32>

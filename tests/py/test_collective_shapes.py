@@ -13,12 +13,13 @@ import kiln
 from kiln.distributed import collectives as C
 from kiln.errors import KilnError
 
-# The fuzzer's mutant: `replica_groupq` is not an attribute HLO knows, so the group is all
-# 4 replicas and the gather gives f32[8], not the declared f32[4].
+# After a fuzzer's mutant (`replica_groupq=`, now itself an error: an attribute nothing reads):
+# without replica groups the group is all 4 replicas and the gather gives f32[8], not the
+# declared f32[4].
 MUTANT = """HloModule error_unequal_groups, replica_count=4
 ENTRY main {
   p = f32[2] parameter(0)
-  ROOT g = f32[4] all-gather(p), dimensions={0}, replica_groupq={{0,1},{2},{3}}
+  ROOT g = f32[4] all-gather(p), dimensions={0}
 }
 """
 

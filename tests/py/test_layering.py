@@ -26,6 +26,8 @@ SOURCES = {"kiln": ROOT / "python" / "kiln", "kiln.lowering": ROOT / "lowering",
 # one layer are independent of each other.
 LAYERS: list[tuple[str, list[str]]] = [
     ("errors", ["kiln.errors"]),
+    # The one table of KILN_* settings every layer reads (and the docs list).
+    ("settings", ["kiln.environment"]),
     ("utilities", ["kiln.diagnostics", "kiln.native", "kiln.layout", "kiln.version",
                    "kiln.mlir_loading"]),
     # Several devices: shardings and groups as data, the fabric and collectives at run time.
@@ -51,6 +53,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("several programs", ["kiln.parallel_programs"]),
     ("tools", ["kiln.conformance", "kiln.bench"]),
     ("command line", ["kiln.cli"]),
+    # The reference pages, generated from everything below (the CLI's parsers included).
+    ("documentation", ["kiln.docs_reference"]),
 ]
 
 

@@ -73,19 +73,24 @@ def check_text_nesting(text: str, filename: str, *, angle_brackets: bool = True)
 
 # StableHLO's all_to_all verifier divides by the number of replica groups: zero groups
 # (`dense<> : tensor<0xNxi64>`) end the parsing process with SIGFPE (an upstream bug). The
-# parse of text runs in the caller, so such a list is refused before it (directly or through
-# an alias: any zero-row i64 matrix in a module that holds an all_to_all).
-_ZERO_GROUPS = re.compile(rb"dense<[^>]*>\s*:\s*tensor<0x\d+xi64>")
+# parse of text runs in the caller, so an all_to_all whose replica_groups (written out, or
+# through an attribute alias) has no rows is refused before it.
+_ALL_TO_ALL_GROUPS = re.compile(
+    rb"all_to_all[\s\S]{0,4096}?replica_groups\s*=\s*"
+    rb"(?:dense<[^>]*>\s*:\s*tensor<(?P<rows>\d+)x|(?P<alias>#[\w.$-]+))")
+_GROUPS_ALIAS = rb"^%s\s*=\s*dense<[^>]*>\s*:\s*tensor<(\d+)x"
 
 
 def _check_empty_all_to_all_groups(raw: bytes, data: bytes, filename: str) -> None:
-    if b"all_to_all" not in raw:  # generic-form op names are quoted, blanked in `data`
-        return
-    m = _ZERO_GROUPS.search(data)
-    if m:
-        raise KilnError("an all_to_all's replica_groups has no groups", location=_where(
-            data, filename, m.start()), hint="list the groups of devices that exchange "
-                                             "blocks, e.g. dense<[[0, 1]]> : tensor<1x2xi64>")
+    for m in _ALL_TO_ALL_GROUPS.finditer(raw):  # op names are quoted in the generic form
+        rows = m.group("rows")
+        if rows is None:
+            alias = re.search(_GROUPS_ALIAS % re.escape(m.group("alias")), raw, re.M)
+            rows = alias.group(1) if alias else None
+        if rows is not None and int(rows) == 0:
+            raise KilnError("an all_to_all's replica_groups has no groups", location=_where(
+                raw, filename, m.start()), hint="list the groups of devices that exchange "
+                                                "blocks, e.g. dense<[[0, 1]]> : tensor<1x2xi64>")
 
 
 def _nesting_depth(data: bytes, angle_brackets: bool) -> np.ndarray:

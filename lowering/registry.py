@@ -364,7 +364,8 @@ def _register_kiln_passes() -> None:
              applies_to={"math.log1p", "math.expm1"})
     register("kiln-scalarize-0d-loops", "0-d linalg.generics inside Kiln's loops -> scalar "
              "code (no buffer per iteration)", scalarize.scalarize)
-    register("kiln-lower-narrow-float-casts", "extf/truncf of 8/6/4-bit floats -> integer code",
+    register("kiln-lower-narrow-float-casts", "extf/truncf of 8/6/4-bit floats, and f32 -> bf16 "
+             "truncf, -> integer code",
              floats.lower_narrow_float_casts, applies_to={"arith.extf", "arith.truncf"})
     register("kiln-check-legalized", "fail, naming the op, if any StableHLO/CHLO/check op "
              "remains", verify.check_legalized, check=True)

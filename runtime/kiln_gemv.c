@@ -150,6 +150,78 @@ KILN_AVX512 static void columns_avx512(const gemv_job* j, int64_t c0, int64_t c1
 }
 #endif
 
+#ifdef KILN_HAVE_AVX512_CODE
+KILN_AVX2 static float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+/* rows_avx512 with 8 lanes: four rows share each load of x. */
+KILN_AVX2 static void rows_avx2(const gemv_job* j, int64_t i0, int64_t i1) {
+  const int64_t n = j->cols, full = n & ~(int64_t)7;
+  const float* x = j->x;
+  int64_t i = i0;
+  for (; i + 4 <= i1; i += 4) {
+    const float* r[4] = {j->a + i * j->lda, j->a + (i + 1) * j->lda, j->a + (i + 2) * j->lda,
+                         j->a + (i + 3) * j->lda};
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    __m256 s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    for (int64_t q = 0; q < full; q += 8) {
+      __m256 v = _mm256_loadu_ps(x + q);
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(r[0] + q), v, s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(r[1] + q), v, s1);
+      s2 = _mm256_fmadd_ps(_mm256_loadu_ps(r[2] + q), v, s2);
+      s3 = _mm256_fmadd_ps(_mm256_loadu_ps(r[3] + q), v, s3);
+    }
+    float t[4] = {sum8(s0), sum8(s1), sum8(s2), sum8(s3)};
+    for (int k = 0; k < 4; k++) {
+      for (int64_t q = full; q < n; q++) t[k] += r[k][q] * x[q];
+      j->y[i + k] = t[k];
+    }
+  }
+  for (; i < i1; i++) {
+    const float* r = j->a + i * j->lda;
+    __m256 s = _mm256_setzero_ps();
+    for (int64_t q = 0; q < full; q += 8)
+      s = _mm256_fmadd_ps(_mm256_loadu_ps(r + q), _mm256_loadu_ps(x + q), s);
+    float t = sum8(s);
+    for (int64_t q = full; q < n; q++) t += r[q] * x[q];
+    j->y[i] = t;
+  }
+}
+
+/* columns_avx512 with 8 lanes: four rows at a time stream past the output slice. */
+KILN_AVX2 static void columns_avx2(const gemv_job* j, int64_t c0, int64_t c1) {
+  float* y = j->y;
+  const int64_t lda = j->lda, full = c0 + ((c1 - c0) & ~(int64_t)7);
+  for (int64_t c = c0; c < c1; c++) y[c] = 0.0f;
+  int64_t q = 0;
+  for (; q + 4 <= j->rows; q += 4) {
+    const float* r = j->a + q * lda;
+    __m256 x0 = _mm256_set1_ps(j->x[q]), x1 = _mm256_set1_ps(j->x[q + 1]);
+    __m256 x2 = _mm256_set1_ps(j->x[q + 2]), x3 = _mm256_set1_ps(j->x[q + 3]);
+    for (int64_t c = c0; c < full; c += 8) {
+      __m256 acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + c), x0, _mm256_loadu_ps(y + c));
+      __m256 acc1 = _mm256_mul_ps(_mm256_loadu_ps(r + lda + c), x1);
+      acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 2 * lda + c), x2, acc0);
+      acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 3 * lda + c), x3, acc1);
+      _mm256_storeu_ps(y + c, _mm256_add_ps(acc0, acc1));
+    }
+    for (int64_t c = full; c < c1; c++)
+      y[c] += j->x[q] * r[c] + j->x[q + 1] * r[lda + c] + j->x[q + 2] * r[2 * lda + c]
+              + j->x[q + 3] * r[3 * lda + c];
+  }
+  for (; q < j->rows; q++) {
+    const float* r = j->a + q * lda;
+    __m256 xq = _mm256_set1_ps(j->x[q]);
+    for (int64_t c = c0; c < full; c += 8)
+      _mm256_storeu_ps(y + c, _mm256_fmadd_ps(_mm256_loadu_ps(r + c), xq, _mm256_loadu_ps(y + c)));
+    for (int64_t c = full; c < c1; c++) y[c] += j->x[q] * r[c];
+  }
+}
+#endif
+
 /* ---- work items ---------------------------------------------------------------------- */
 
 static void rows_body(void* ctx, int64_t begin, int64_t end) {
@@ -157,6 +229,10 @@ static void rows_body(void* ctx, int64_t begin, int64_t end) {
 #ifdef KILN_HAVE_AVX512_CODE
   if (kiln_has_avx512()) {
     rows_avx512(j, begin, end);
+    return;
+  }
+  if (kiln_has_avx2()) {
+    rows_avx2(j, begin, end);
     return;
   }
 #endif
@@ -181,6 +257,10 @@ static void columns_body(void* ctx, int64_t begin, int64_t end) {
 #ifdef KILN_HAVE_AVX512_CODE
     if (kiln_has_avx512()) {
       columns_avx512(j, c0, c1);
+      continue;
+    }
+    if (kiln_has_avx2()) {
+      columns_avx2(j, c0, c1);
       continue;
     }
 #endif

@@ -25,6 +25,15 @@ static inline int kiln_has_avx512(void) {
   if (known < 0) known = __builtin_cpu_supports("avx512f") ? 1 : 0;
   return known;
 }
+/* The same for AVX2 with FMA (x86-64 CPUs without AVX-512: AMD before Zen 4, many Intel
+ * client parts); the plain C fallbacks' float sums do not vectorize (no reassociation). */
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+static inline int kiln_has_avx2(void) {
+  static int known = -1;
+  if (known < 0)
+    known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+  return known;
+}
 #endif
 
 #endif

@@ -97,12 +97,67 @@ KILN_AVX512 static void panel_avx512(const small_job* j, int64_t j0, int64_t j1)
 }
 #endif
 
+#ifdef KILN_HAVE_AVX512_CODE
+/* Lane masks for _mm256_maskload_ps/_mm256_maskstore_ps: the first `width` (0..8) lanes. */
+KILN_AVX2 static __m256i first_lanes(int64_t width) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)width), lanes);
+}
+
+/* C[i0..i0+R) x [c0..c0+16) over all of K (R at most 4: 8 accumulators, 2 loads of B and a
+ * broadcast of A stay within the 16 ymm registers), columns past the masks left alone. */
+KILN_AVX2 static inline __attribute__((always_inline)) void block_avx2(
+    const small_job* j, int64_t i0, int64_t c0, __m256i lo, __m256i hi, const int R) {
+  __m256 c_lo[4], c_hi[4];
+  const float* a[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    a[r] = j->a + (i0 + r) * j->a_row;
+    float* row = j->c + (i0 + r) * j->ldc + c0;
+    c_lo[r] = j->accumulate ? _mm256_maskload_ps(row, lo) : _mm256_setzero_ps();
+    c_hi[r] = j->accumulate ? _mm256_maskload_ps(row + 8, hi) : _mm256_setzero_ps();
+  }
+  const float* b = j->b + c0;
+  const int64_t a_col = j->a_col;
+  for (int64_t p = 0; p < j->k; p++, b += j->ldb) {
+    __m256 b_lo = _mm256_maskload_ps(b, lo), b_hi = _mm256_maskload_ps(b + 8, hi);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      __m256 x = _mm256_set1_ps(a[r][p * a_col]);
+      c_lo[r] = _mm256_fmadd_ps(x, b_lo, c_lo[r]);
+      c_hi[r] = _mm256_fmadd_ps(x, b_hi, c_hi[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    float* row = j->c + (i0 + r) * j->ldc + c0;
+    _mm256_maskstore_ps(row, lo, c_lo[r]);
+    _mm256_maskstore_ps(row + 8, hi, c_hi[r]);
+  }
+}
+
+KILN_AVX2 static void panel_avx2(const small_job* j, int64_t j0, int64_t j1) {
+  for (int64_t c0 = j0; c0 < j1; c0 += 16) {
+    int64_t width = j1 - c0 < 16 ? j1 - c0 : 16;
+    __m256i lo = first_lanes(width < 8 ? width : 8), hi = first_lanes(width > 8 ? width - 8 : 0);
+    int64_t i = 0;
+    for (; i + 4 <= j->m; i += 4) block_avx2(j, i, c0, lo, hi, 4);
+    if (j->m - i >= 2) { block_avx2(j, i, c0, lo, hi, 2); i += 2; }
+    if (j->m - i >= 1) block_avx2(j, i, c0, lo, hi, 1);
+  }
+}
+#endif
+
 /* Columns [index * PANEL, +PANEL) of C. */
 static void panel(const small_job* j, int64_t index) {
   int64_t j0 = index * PANEL, j1 = j0 + PANEL < j->n ? j0 + PANEL : j->n;
 #ifdef KILN_HAVE_AVX512_CODE
   if (kiln_has_avx512()) {
     panel_avx512(j, j0, j1);
+    return;
+  }
+  if (kiln_has_avx2()) {
+    panel_avx2(j, j0, j1);
     return;
   }
 #endif

@@ -253,6 +253,31 @@ def _truncf(op: ir.Operation) -> None:
     op.erase()
 
 
+def _truncf_f32_to_bf16(op: ir.Operation) -> None:
+    """f32 -> bf16 rounded to nearest even in integer code: bf16 is f32's top half, so add
+    0x7FFF plus the kept half's lowest bit and shift (a carry into the exponent rounds up to
+    the next binade, or to infinity, as it should); a NaN becomes the quiet NaN of its sign, as
+    in Eigen and ml_dtypes. LLVM lowers this truncation to a call of `__truncsfbf2` per element on CPUs
+    without AVX-512 BF16, which made bf16 outputs about 12x slower than XLA's (layernorm_bf16
+    on an AVX2 machine); the integer form vectorizes on every x86-64."""
+    x = op.operands[0]
+    with ir.InsertionPoint(op), op.location:
+        a = _Arith(op.location)
+        i32 = ir.IntegerType.get_signless(32)
+        bits = a.op("arith.bitcast", i32, x)
+        high = a.op("arith.shrui", i32, bits, a.c(i32, 16))
+        lowest_kept = a.op("arith.andi", i32, high, a.c(i32, 1))
+        rounded = a.op("arith.addi", i32, bits, a.op("arith.addi", i32, lowest_kept, a.c(i32, 0x7FFF)))
+        code = a.op("arith.shrui", i32, rounded, a.c(i32, 16))
+        sign = a.op("arith.andi", i32, high, a.c(i32, 0x8000))
+        quiet_nan = a.op("arith.ori", i32, sign, a.c(i32, 0x7FC0))
+        code = a.select(a.cmpf(_UNO, x, x), quiet_nan, code)
+        i16 = ir.IntegerType.get_signless(16)
+        result = a.op("arith.bitcast", op.results[0].type, a.op("arith.trunci", i16, code))
+    op.results[0].replace_all_uses_with(result)
+    op.erase()
+
+
 def lower_narrow_float_casts(module: ir.Module) -> None:
     for func in list(module.body.operations):
         func = func.operation
@@ -264,3 +289,6 @@ def lower_narrow_float_casts(module: ir.Module) -> None:
                 _extf(op, func.regions[0].blocks[0], tables)
             elif op.name == "arith.truncf" and _is_narrow(op.results[0].type):
                 _truncf(op)
+            elif op.name == "arith.truncf" and str(op.results[0].type) == "bf16" and \
+                    str(op.operands[0].type) == "f32":
+                _truncf_f32_to_bf16(op)

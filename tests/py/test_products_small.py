@@ -299,3 +299,23 @@ def test_skinny_products_in_every_precision(lhs, rhs, out, dims, spec, et, out_t
     wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     want = np.einsum(spec, a.astype(wide), b.astype(wide))
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 10)
+
+
+def test_f32_to_bf16_rounds_to_nearest_even_bit_for_bit():
+    """f32 -> bf16 is integer code (kiln-lower-narrow-float-casts), not a __truncsfbf2 call per
+    element: every bit pattern class (ties, carries into the exponent, overflow to infinity,
+    subnormals, NaNs of both signs) as ml_dtypes rounds it."""
+    import ml_dtypes
+    src = """func.func @main(%x: tensor<4096xf32>) -> tensor<4096xbf16> {
+      %0 = stablehlo.convert %x : (tensor<4096xf32>) -> tensor<4096xbf16>
+      return %0 : tensor<4096xbf16>
+    }"""
+    bits = np.random.default_rng(0).integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32)
+    special = [0x7F800000, 0xFF800000, 0x7FC00001, 0xFFA00000, 0x7F7FFFFF, 0xFF7FFFFF,
+               0x00000001, 0x80000001, 0x3F808000, 0x3F818000, 0x3F807FFF, 0x80000000, 0]
+    bits[:len(special)] = special
+    x = bits.view(np.float32)
+    (got,) = kiln.compile(src)(x)
+    with np.errstate(invalid="ignore"):
+        want = x.astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))

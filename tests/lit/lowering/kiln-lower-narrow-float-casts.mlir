@@ -25,3 +25,19 @@ func.func @main(%x: f16) -> f32 {
   %0 = arith.extf %x : f16 to f32
   return %0 : f32
 }
+
+// -----
+
+// f32 -> bf16: integer rounding to nearest even (LLVM would call __truncsfbf2 per element on
+// CPUs without AVX-512 BF16); NaNs become the quiet NaN of their sign.
+// CHECK-LABEL: func.func @to_bf16
+// CHECK-NOT: arith.truncf
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK: arith.constant 32767 : i32
+// CHECK: arith.cmpf uno
+// CHECK: arith.trunci %{{.*}} : i32 to i16
+// CHECK: arith.bitcast %{{.*}} : i16 to bf16
+func.func @to_bf16(%x: f32) -> bf16 {
+  %0 = arith.truncf %x : f32 to bf16
+  return %0 : bf16
+}

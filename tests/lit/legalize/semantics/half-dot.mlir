@@ -4,7 +4,7 @@
 // CHECK-LABEL: func.func @main
 // CHECK: arith.extf {{.*}} : bf16 to f32
 // CHECK: linalg.matmul {{.*}} -> tensor<2x2xf32>
-// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: arith.bitcast {{.*}} : i16 to bf16
 func.func @main(%a: tensor<2x8xbf16>, %b: tensor<8x2xbf16>) -> tensor<2x2xbf16> {
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x8xbf16>, tensor<8x2xbf16>) -> tensor<2x2xbf16>
   return %0 : tensor<2x2xbf16>

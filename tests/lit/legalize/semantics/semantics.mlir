@@ -58,7 +58,7 @@ func.func @ccbrt(%z: tensor<2xcomplex<f64>>) -> tensor<2xcomplex<f64>> {
 // CHECK-LABEL: func.func @small
 // CHECK: arith.extf %{{.*}} : bf16 to f32
 // CHECK: call @log1pf(%{{.*}}) : (f32) -> f32
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: arith.bitcast %{{.*}} : i16 to bf16
 // CHECK: call @expm1(%{{.*}}) : (f64) -> f64
 // CHECK: func.func private @log1pf(f32) -> f32
 // CHECK: func.func private @expm1(f64) -> f64

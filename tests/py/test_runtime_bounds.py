@@ -6,6 +6,7 @@ runs in a child process first, so a regression is reported as the signal, not as
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -49,9 +50,9 @@ CSR = (
     "  return %0 : tensor<2x64xf32>\n}")
 
 
-def _isolated(source: str, args: list[np.ndarray]) -> dict:
-    """Compile and call `source` in a child process: its result, or the error it raised (class
-    and message), or the signal that killed it."""
+def _isolated(source: str, args=(), env=None) -> dict:
+    """Compile and call `source` in a child process (with `env` added to its environment): its
+    result, or the error it raised (class and message), or the signal that killed it."""
     script = textwrap.dedent("""
         import json, sys, numpy as np, kiln
         source, args = json.loads(sys.stdin.read())
@@ -64,7 +65,7 @@ def _isolated(source: str, args: list[np.ndarray]) -> dict:
     """)
     payload = json.dumps([source, [[a.tolist(), str(a.dtype)] for a in args]])
     done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         return {"signal": -done.returncode, "stderr": done.stderr[-2000:]}
     return json.loads(done.stdout.strip().splitlines()[-1])

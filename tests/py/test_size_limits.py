@@ -4,17 +4,12 @@ static shapes and at run time for sizes the program computes. The reproducers th
 a heap block run in a child process, so a regression shows as the signal."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 import kiln
 from kiln.lowering.size_limits import LIMIT_ENV, byte_size, max_buffer_bytes, physical_memory
+from test_runtime_bounds import _isolated
 
 
 def _iota_sum(shape: str) -> str:
@@ -24,25 +19,6 @@ def _iota_sum(shape: str) -> str:
             f"  %s = stablehlo.reduce(%r init: %z) applies stablehlo.add across dimensions = "
             f"[0, 1] : (tensor<{shape}xf32>, tensor<f32>) -> tensor<f32>\n"
             f"  return %s : tensor<f32>\n}}")
-
-
-def _isolated(source: str, args=(), env=None) -> dict:
-    script = textwrap.dedent("""
-        import json, sys, numpy as np, kiln
-        source, args = json.loads(sys.stdin.read())
-        args = [np.array(a, dtype=d) for a, d in args]
-        try:
-            out = kiln.compile(source)(*args)
-            print(json.dumps({"result": [np.asarray(o).tolist() for o in out]}))
-        except kiln.KilnError as exc:
-            print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
-    """)
-    payload = json.dumps([source, [[a.tolist(), str(a.dtype)] for a in args]])
-    done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
-    if done.returncode != 0:
-        return {"signal": -done.returncode, "stderr": done.stderr[-2000:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize("shape, words", [

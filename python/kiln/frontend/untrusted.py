@@ -68,7 +68,7 @@ def check_text_nesting(text: str, filename: str, *, angle_brackets: bool = True)
         _too_deep(data, filename, int(np.argmax(depth > MAX_NESTING)))
     if angle_brackets:
         _check_alias_nesting(data, depth, filename)
-        _check_empty_all_to_all_groups(raw, data, filename)
+        _check_empty_all_to_all_groups(raw, filename)
 
 
 # StableHLO's all_to_all verifier divides by the number of replica groups: zero groups
@@ -81,7 +81,7 @@ _ALL_TO_ALL_GROUPS = re.compile(
 _GROUPS_ALIAS = rb"^%s\s*=\s*dense<[^>]*>\s*:\s*tensor<(\d+)x"
 
 
-def _check_empty_all_to_all_groups(raw: bytes, data: bytes, filename: str) -> None:
+def _check_empty_all_to_all_groups(raw: bytes, filename: str) -> None:
     for m in _ALL_TO_ALL_GROUPS.finditer(raw):  # op names are quoted in the generic form
         rows = m.group("rows")
         if rows is None:

@@ -111,6 +111,8 @@ static void buffer_release(PJRT_Buffer *buffer) {
   free(buffer);
 }
 
+void kiln_pjrt_buffer_free(PJRT_Buffer *buffer) { buffer_release(buffer); }
+
 /* Checks a shape and element type from the framework. */
 static PJRT_Error *check_shape(const char *entry, PJRT_Buffer_Type type, const int64_t *dims,
                                size_t rank) {

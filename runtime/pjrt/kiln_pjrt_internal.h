@@ -114,6 +114,9 @@ PJRT_Buffer *kiln_pjrt_buffer_new(PJRT_Device *device, PJRT_Buffer_Type type,
 PJRT_Buffer *kiln_pjrt_buffer_adopt(PJRT_Device *device, PJRT_Buffer_Type type,
                                     const int64_t *dims, size_t rank, void *data, void *owner);
 
+/* Frees a buffer that was never handed to the framework. */
+void kiln_pjrt_buffer_free(PJRT_Buffer *buffer);
+
 /* ---- executables and the calls into Kiln's Python (kiln_pjrt_python.c) ---- */
 typedef struct KilnProgram KilnProgram;
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kiln_pjrt_direct.h"
 #include "kiln_pjrt_internal.h"
 
 struct KilnProgram {
@@ -36,6 +37,7 @@ struct KilnProgram {
   int64_t code_size;
   size_t num_donated;
   int64_t *donated; /* parameters whose buffers a run consumes (donated by JAX) */
+  KilnDirectCall *direct; /* the execute path without Python, or NULL (kiln_pjrt_direct.c) */
 };
 
 static bool python_usable(void) {
@@ -128,6 +130,7 @@ static void program_free(KilnProgram *program) {
   free(program->devices);
   free(program->logical_ids);
   free(program->donated);
+  kiln_pjrt_direct_free(program->direct);
   free(program);
 }
 
@@ -296,6 +299,8 @@ static PJRT_Error *loaded_from_python(PJRT_Client *client, PyObject *result, con
     free(executable);
     return error;
   }
+  if (program->num_addressable == 1)
+    program->direct = kiln_pjrt_direct_read(result, program->num_outputs);
   executable->program = program;
   executable->client = client;
   atomic_init(&executable->deleted, false);
@@ -546,9 +551,15 @@ PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
     return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
                            "Kiln's PJRT plugin runs programs through Kiln's Python, which is "
                            "not running in this process");
-  PyGILState_STATE gil = PyGILState_Ensure();
-  PJRT_Error *error = execute_locked(program, args, devices);
-  PyGILState_Release(gil);
+  PJRT_Error *error = NULL;
+  if (program->direct == NULL || args->num_devices != 1 ||
+      !kiln_pjrt_direct_execute(program->direct, program->object, devices[0],
+                                args->argument_lists[0], args->num_args, args->output_lists[0],
+                                &error)) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    error = execute_locked(program, args, devices);
+    PyGILState_Release(gil);
+  }
   if (error) return error;
   consume_donations(program, args);
   /* Execution is synchronous: every device is done now. */

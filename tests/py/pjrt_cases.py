@@ -130,6 +130,42 @@ def donation_case() -> dict:
             "a": np.asarray(a), "b": np.asarray(b), "reuse": np.array(reuse)}
 
 
+def native_case() -> dict:
+    """Plain programs run from C without Kiln's Python (runtime/pjrt/kiln_pjrt_direct.c); a
+    run there that a custom call stops still reports the target's error, and the program
+    after it runs on."""
+    import jax
+    import jax.numpy as jnp
+
+    import kiln
+    from kiln.pjrt import bridge
+
+    f = jax.jit(lambda x, y: (x * 2 + y, jnp.sum(x)))
+    x = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3)
+    y = jnp.ones((2, 3), jnp.float32)
+    f(x, y)
+    before = bridge.counts["python_execute"]
+    for _ in range(20):
+        a, s = f(x, y)
+    python_calls = bridge.counts["python_execute"] - before
+
+    def fails(results, operands, *, attributes, backend_config):
+        raise kiln.KilnError("kiln_test_fails was asked to fail")
+    kiln.register_custom_call("kiln_test_fails", fails, api_version=4)
+    g = jax.jit(lambda x: jax.ffi.ffi_call("kiln_test_fails",
+                                           jax.ShapeDtypeStruct(x.shape, x.dtype))(x))
+    g_python_calls = bridge.counts["python_execute"]
+    try:
+        g(x).block_until_ready()
+        stop = "no error"
+    except Exception as exc:  # noqa: BLE001 - the test looks at the type and text
+        stop = f"{type(exc).__name__}: {exc}"
+    python_calls += bridge.counts["python_execute"] - g_python_calls
+    after, _ = f(x, y)
+    return {"python_calls": np.array(python_calls), "a": np.asarray(a), "s": np.asarray(s),
+            "stop": np.array(stop), "after": np.asarray(after)}
+
+
 def main(out_path: str) -> None:
     import jax
 
@@ -146,6 +182,7 @@ def main(out_path: str) -> None:
     results["threads/errors"] = np.array(threads_case() or [""])
     results["error/text"] = np.array(error_case())
     results.update({f"donation/{k}": v for k, v in donation_case().items()})
+    results.update({f"native/{k}": v for k, v in native_case().items()})
     # npz keeps numpy's own dtypes only: bfloat16 results go as float32 (exact)
     np.savez(out_path, **{k: v.astype(np.float32) if str(v.dtype) == "bfloat16" else v
                           for k, v in results.items()})

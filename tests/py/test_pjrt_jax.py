@@ -82,6 +82,16 @@ def test_donated_arguments_are_consumed(kiln_results):
     assert "deleted" in str(kiln_results["donation/reuse"])
 
 
+def test_plain_programs_run_without_python_and_a_stopped_run_explains(kiln_results):
+    assert int(kiln_results["native/python_calls"]) == 0
+    want = np.arange(6.0, dtype=np.float32).reshape(2, 3) * 2 + 1
+    np.testing.assert_array_equal(kiln_results["native/a"], want)
+    assert float(kiln_results["native/s"]) == 15.0
+    stop = str(kiln_results["native/stop"])
+    assert stop.startswith("JaxRuntimeError: ") and "kiln_test_fails was asked to fail" in stop, stop
+    np.testing.assert_array_equal(kiln_results["native/after"], want)
+
+
 def run_script(code: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=600, env=dict(os.environ, JAX_PLATFORMS="kiln", **env))

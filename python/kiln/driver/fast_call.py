@@ -25,12 +25,7 @@ def caller(exe, compiled):
     path on every call."""
     convention = exe.convention
     flatten = _flattener(convention, len(exe.arg_specs))
-    if (exe.verify_calls or flatten is False or not _plain(convention.out_tree)
-            or exe.num_devices != 1
-            or compiled.uses_devices or compiled.checks or compiled.sub_byte_results
-            or not compiled.distinct_sources or compiled.dimension_values
-            or any(exe.layouts.params) or any(exe.layouts.results)
-            or not all(s.is_static for s in exe.arg_specs)):
+    if flatten is False or not _plain(convention.out_tree) or not _direct(exe, compiled):
         return None
     expected = [(np.dtype(s.dtype), tuple(s.shape)) for s in exe.arg_specs]
     count = len(expected)
@@ -58,6 +53,32 @@ def caller(exe, compiled):
         return calling.unflatten(out_tree, iter(outputs)) if out_tree else outputs
 
     return call
+
+
+def _direct(exe, compiled) -> bool:
+    """Whether a call of `compiled` is: the arrays' data in, fresh result buffers out, the
+    code invoked, nothing else (no checks, devices, layouts, dimension arguments...)."""
+    return not (exe.verify_calls or exe.num_devices != 1
+                or compiled.uses_devices or compiled.checks or compiled.sub_byte_results
+                or not compiled.distinct_sources or compiled.dimension_values
+                or any(exe.layouts.params) or any(exe.layouts.results)
+                or not all(s.is_static for s in exe.arg_specs)
+                or getattr(compiled.invoke, "address", None) is None)
+
+
+def native_plan(exe, compiled):
+    """What a caller in C needs to run `compiled` without Python (the PJRT plugin's execute,
+    runtime/pjrt/kiln_pjrt_direct.c), or None when a call needs Python:
+    (entry address, [(dtype, shape) per argument], [(dtype, shape) per result buffer],
+    [result buffer of each output]). The entry is a packed `_mlir_ciface_` function taking
+    the arguments' and then the result buffers' memref descriptors, called through the
+    runtime's KilnInvoke."""
+    if exe.convention.in_tree is not None or not _direct(exe, compiled):
+        return None
+    arguments = [(np.dtype(s.dtype), tuple(int(d) for d in s.shape)) for s in exe.arg_specs]
+    buffers = [(np.dtype(r.dtype), tuple(int(d) for d in r.shape)) for r in compiled.results]
+    sources = [int(s) for s in compiled.sources[:compiled.user_results]]
+    return compiled.invoke.address, arguments, buffers, sources
 
 
 def _flattener(convention, count: int):

@@ -25,13 +25,16 @@ from . import element_types
 from .compile_options import CompileOptions, parse_compile_options
 
 # PJRT_Error_Code values (runtime/pjrt/kiln_pjrt_c_api.h)
+CANCELLED = 1
 INVALID_ARGUMENT = 3
 INTERNAL = 13
 
 
 # Where this process got the plugin's programs: "compiled" (Kiln compiled it), "kiln_cache"
 # (Kiln's compile cache), "deserialized" (a serialized executable, e.g. from JAX's persistent
-# cache). Updated under the GIL; for tests and for users asking what a run compiled.
+# cache); and "python_execute", the runs that went through Program.execute rather than the
+# C path (runtime/pjrt/kiln_pjrt_direct.c). Updated under the GIL; for tests and for users
+# asking what a run did.
 counts: collections.Counter = collections.Counter()
 
 
@@ -95,6 +98,16 @@ class Program:
             raise KilnError(f"programs over {self._devices} devices (sharding, shard_map, "
                             "pmap) do not run through Kiln's PJRT plugin yet", location=name,
                             hint="run it on one device, or export it and use `kiln run`")
+        self.native_call = _native_call(executable, name)
+
+    def stopped(self, reason: int, message: bytes):
+        """The Failure of a run the C execute path started and KilnInvoke stopped early
+        (runtime/kiln_invocation.h); called on the thread that ran it."""
+        from ..runtime.custom_call import stop_exception
+        exc = stop_exception(reason, message.decode(errors="replace"))
+        if isinstance(exc, KeyboardInterrupt):
+            return Failure(CANCELLED, f"Kiln: {self.name} was interrupted (Ctrl-C)")
+        return _failure("execute", exc)
 
     def serialize(self):
         """This program as signed bytes (kiln/pjrt/serialized.py) for
@@ -107,6 +120,7 @@ class Program:
             return _failure("serialize", exc)
 
     def execute(self, per_device):
+        counts["python_execute"] += 1
         try:
             arrays = [[_array(view, code, dims) for view, code, dims in arguments]
                       for arguments in per_device]
@@ -131,6 +145,35 @@ class Program:
         if not out.flags.c_contiguous or _views_any(out, arguments):
             out = np.array(out, order="C", copy=True)
         return out.reshape(-1).view(np.uint8)
+
+
+def _native_call(executable, name: str):
+    """How runtime/pjrt/kiln_pjrt_direct.c runs the program without Python, or None (then
+    each execute goes through Program.execute): (entry, (KilnInvoke, KilnStatusCreate,
+    KilnStatusMessage, KilnStatusDestroy), [(element type, dims) per argument],
+    [(element type, dims) per result buffer], [result buffer of each output]), addresses as
+    integers. The C side checks every argument buffer against these before a call and takes
+    the Python path for anything else, which explains."""
+    import ctypes
+
+    from ..driver import fast_call
+    from ..runtime.custom_call import runtime
+    compiled = executable._compiled_for(tuple(tuple(s.shape) for s in executable.arg_specs)) \
+        if all(s.is_static for s in executable.arg_specs) else None
+    plan = compiled and fast_call.native_plan(executable, compiled)
+    if not plan:
+        return None
+    entry, arguments, buffers, sources = plan
+    lib = runtime()
+    functions = tuple(ctypes.cast(getattr(lib, f), ctypes.c_void_p).value for f in (
+        "KilnInvoke", "KilnStatusCreate", "KilnStatusMessage", "KilnStatusDestroy"))
+
+    try:
+        arguments, buffers = ([(element_types.code_of(dtype, name), shape)
+                               for dtype, shape in specs] for specs in (arguments, buffers))
+    except KilnError:  # an element type PJRT has no code for: the Python path explains
+        return None
+    return entry, functions, arguments, buffers, sources
 
 
 def _array(view: memoryview, code: int, dims: tuple) -> np.ndarray:

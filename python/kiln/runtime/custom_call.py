@@ -550,24 +550,30 @@ def invoke_entry(address: int, packed) -> None:
     _pending.exception = None
     reason = lib.KilnInvoke(address, packed, status)
     if reason:
-        exc = getattr(_pending, "exception", None)
-        _pending.exception = None
         message = lib.KilnStatusMessage(status).decode(errors="replace")
         lib.XlaCustomCallStatusSetSuccess(status)
-        if reason == _STOPPED_BY_INTERRUPT:
-            raise KeyboardInterrupt
-        if reason == _STOPPED_BY_RUNTIME_CHECK:
-            # "op \x1f location \x1f constraint", written by lowering/bounds_guards.py
-            op, _, rest = message.partition("\x1f")
-            location, _, constraint = rest.partition("\x1f")
-            raise KilnError(f"{op}: {constraint}", location=location or None,
-                            hint="an index, size or stride the program computed at run time is "
-                                 "out of the range the StableHLO spec allows; the computation "
-                                 "was stopped and its outputs discarded")
-        if reason == _STOPPED_OUT_OF_MEMORY:
-            raise KilnError(message, hint="the program's temporaries do not fit in this "
-                                          "machine's memory; call it on smaller inputs")
-        if exc is not None:
-            raise exc
-        raise CustomCallError(message, hint="a custom-call target reported failure; the "
-                                            "computation was stopped and its outputs discarded")
+        raise stop_exception(reason, message)
+
+
+def stop_exception(reason: int, message: str) -> BaseException:
+    """The exception for a KilnInvoke that stopped early for `reason` with its status's
+    `message`. Called on the thread that invoked: a Python target's exception waits there."""
+    exc = getattr(_pending, "exception", None)
+    _pending.exception = None
+    if reason == _STOPPED_BY_INTERRUPT:
+        return KeyboardInterrupt()
+    if reason == _STOPPED_BY_RUNTIME_CHECK:
+        # "op \x1f location \x1f constraint", written by lowering/bounds_guards.py
+        op, _, rest = message.partition("\x1f")
+        location, _, constraint = rest.partition("\x1f")
+        return KilnError(f"{op}: {constraint}", location=location or None,
+                         hint="an index, size or stride the program computed at run time is "
+                              "out of the range the StableHLO spec allows; the computation "
+                              "was stopped and its outputs discarded")
+    if reason == _STOPPED_OUT_OF_MEMORY:
+        return KilnError(message, hint="the program's temporaries do not fit in this "
+                                       "machine's memory; call it on smaller inputs")
+    if exc is not None:
+        return exc
+    return CustomCallError(message, hint="a custom-call target reported failure; the "
+                                         "computation was stopped and its outputs discarded")

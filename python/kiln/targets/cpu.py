@@ -238,6 +238,7 @@ class CpuTarget(Target):
             invoke_entry(address, frame.packed)
 
         invoke.code = loaded  # the code lives as long as the invoker
+        invoke.address = address  # for callers in C (driver/fast_call.py: native_plan)
         invoke.sites = sites
         return invoke
 

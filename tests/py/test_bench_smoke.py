@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kiln.bench import runner
-from kiln.bench.peers import KilnPeer, Peer, XlaPeer
+from kiln.bench.peers import KilnPeer, Peer, PjrtPeer, XlaPeer
 from kiln.bench.workloads import WORKLOADS, Workload
 from kiln.cli.main import main
 from kiln.errors import KilnError
@@ -43,7 +43,7 @@ class Wrong(Peer):
 
 
 def test_measures_checks_and_tabulates(tmp_path):
-    peers = [KilnPeer(), XlaPeer(), Missing(), Declines(), Wrong()]
+    peers = [KilnPeer(), XlaPeer(), PjrtPeer(), Missing(), Declines(), Wrong()]
     row = runner.measure(tiny(), peers, budget_s=0.05, min_rounds=3)
     kiln_m, xla_m = row.results["kiln"], row.results["xla"]
     assert kiln_m.status == "ok" and xla_m.status == "ok"
@@ -54,10 +54,15 @@ def test_measures_checks_and_tabulates(tmp_path):
     assert row.results["declines"].status == "unsupported" and "sort" in row.results["declines"].reason
     assert row.results["wrong"].status == "mismatch"
     assert row.ratio("xla") == xla_m.median_s / kiln_m.median_s
+    # Kiln through JAX's PJRT plugin ran the same jax function, checked against XLA too.
+    pjrt_m = row.results["pjrt"]
+    assert pjrt_m.status == "ok" and pjrt_m.max_err <= 1.0 and pjrt_m.median_s > 0
     text = runner.table([row], [p.name for p in peers])
     assert "tiny" in text and "geomean" in text and "not installed (test)" in text
+    assert "pjrt/xla" in text
     data = runner.to_json([row], [p.name for p in peers], {"cpu": "test"})
     json.dumps(data)
+    assert data["pjrt/xla"] == pytest.approx(xla_m.median_s / pjrt_m.median_s, rel=1e-12)
     # A geometric mean of one ratio (exp of a mean of logs): equal up to rounding.
     assert data["geomean"]["xla"] == pytest.approx(row.ratio("xla"), rel=1e-12)
 

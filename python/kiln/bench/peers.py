@@ -77,6 +77,27 @@ class XlaPeer(Peer):
         return run
 
 
+class PjrtPeer(XlaPeer):
+    """Kiln through JAX's PJRT plugin: the jax function jitted on the "kiln" device, as a
+    JAX user runs it (JAX_PLATFORMS=kiln); the same dispatch as the xla peer, so the two
+    differ only in the backend."""
+    name = "pjrt"
+
+    def __init__(self):
+        super().__init__()
+        if self.missing is None:
+            try:
+                import jax
+                self.device = jax.devices("kiln")[0]
+            except Exception as exc:  # noqa: BLE001 - shown as the peer's reason
+                self.missing = f"JAX has no kiln device ({type(exc).__name__}: {exc})"
+
+    def compile(self, workload) -> Runner:
+        import jax
+        with jax.default_device(self.device):
+            return super().compile(workload)
+
+
 class IreePeer(Peer):
     """IREE's llvm-cpu backend for the host CPU, from the iree-base-compiler/-runtime wheels."""
     name = "iree"
@@ -124,7 +145,7 @@ class NotApplicable(Exception):
 
 
 def all_peers() -> list[Peer]:
-    return [KilnPeer(), XlaPeer(), IreePeer(), NumpyPeer()]
+    return [KilnPeer(), XlaPeer(), IreePeer(), NumpyPeer(), PjrtPeer()]
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -190,8 +190,11 @@ def _fmt_time(s):
 
 def table(rows: list[Row], peers: list[str]) -> str:
     others = [p for p in peers if p != "kiln"]
+    # Kiln through the PJRT plugin against XLA: the ratio a JAX user sees.
+    plugin = ["pjrt/xla"] if "pjrt" in peers and "xla" in peers else []
     head = ["workload", "unit"] + [f"{p} time" for p in peers] + [f"{p} rate" for p in peers] \
-        + [f"kiln/{p}" for p in others] + ["check", "kiln compile", "kiln RSS+ MB", "kiln temps MB"]
+        + [f"kiln/{p}" for p in others] + plugin \
+        + ["check", "kiln compile", "kiln RSS+ MB", "kiln temps MB"]
     lines = [head]
     for r in rows:
         cells = [r.workload, r.unit]
@@ -203,6 +206,9 @@ def table(rows: list[Row], peers: list[str]) -> str:
             cells.append(f"{m.rate:.3g}" if m.rate is not None else "-")
         for p in others:
             ratio = r.ratio(p)
+            cells.append(f"{ratio:.2f}x" if ratio is not None else "-")
+        if plugin:
+            ratio = r.ratio("xla", base="pjrt")
             cells.append(f"{ratio:.2f}x" if ratio is not None else "-")
         k = r.results.get("kiln")
         if k.status == "mismatch":
@@ -216,10 +222,11 @@ def table(rows: list[Row], peers: list[str]) -> str:
         cells.append(f"{k.temp_mb:.1f}" if k.temp_mb is not None else "-")
         lines.append(cells)
     foot = ["geomean", ""] + [""] * (2 * len(peers))
-    for p in others:
-        g = geomean([r.ratio(p) for r in rows if r.ratio(p)])
-        n = sum(1 for r in rows if r.ratio(p))
-        foot.append(f"{g:.2f}x ({n})" if g else "-")
+    pairs = [(p, "kiln") for p in others] + [("xla", "pjrt")] * len(plugin)
+    for p, base in pairs:
+        found = [r.ratio(p, base) for r in rows if r.ratio(p, base)]
+        g = geomean(found)
+        foot.append(f"{g:.2f}x ({len(found)})" if g else "-")
     lines.append(foot + ["", "", "", ""])
     widths = [max(len(l[i]) for l in lines) for i in range(len(head))]
     out = []
@@ -252,6 +259,9 @@ def to_json(rows: list[Row], peers: list[str], machine: dict) -> dict:
                        "results": {k: asdict(v) for k, v in r.results.items()},
                        "ratios": {p: r.ratio(p) for p in others}} for r in rows],
         "geomean": {p: geomean([r.ratio(p) for r in rows if r.ratio(p)]) for p in others},
+        **({"pjrt/xla": geomean([r.ratio("xla", "pjrt") for r in rows
+                                 if r.ratio("xla", "pjrt")])}
+           if "pjrt" in peers and "xla" in peers else {}),
     }
 
 

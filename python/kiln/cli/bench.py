@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
                        help="also write the results as JSON here (`kiln bench models --json` "
                             "alone: print the JSON instead of the table)")
     # `kiln bench models`: real models from keras / keras_hub / flax (bench/models.py)
+    bench.add_argument("--pjrt", action="store_true",
+                       help="add Kiln through JAX's PJRT plugin (the workloads jitted on the "
+                            "kiln device) as peer 'pjrt', with its ratio to XLA (pjrt/xla)")
     bench.add_argument("--only", nargs="+", metavar="NAME",
                        help="models: run only these models (`kiln bench models --list` names them)")
     bench.add_argument("--load", action="store_true",
@@ -90,6 +93,8 @@ def run(args) -> int:
         return 0
     _check_target_runs_here(args.target)
     wanted = {"kiln", *[p.strip() for p in args.peers.split(",") if p.strip()]}
+    if args.pjrt:
+        wanted.add("pjrt")
     peers = [p for p in peer_mod.all_peers() if p.name in wanted]
     options = _kiln_options(args)
     if options:

@@ -228,6 +228,12 @@ def _fold_tuples_everywhere(module: ir.Module) -> None:
         fold_tuples(func)
 
 
+def register_all() -> None:
+    """Import and register every Kiln pass now, not at the first compile: a process that forks
+    children to compile (kiln conformance) pays for the imports once instead of in each."""
+    _ensure_registered()
+
+
 def _ensure_registered() -> None:
     global _kiln_passes_registered
     if not _kiln_passes_registered:

@@ -245,6 +245,8 @@ def run(paths: list[str], jobs: int = 1, timeout: float = 120.0, report=print,
         _TARGET["target"] = target
 
     import kiln  # noqa: F401  (warm the import before forking)
+    from .lowering.registry import register_all
+    register_all()  # and the passes' modules: ~1 s of imports a child would repeat per file
     files = [str(f) for f in discover(paths)]
     done: dict[str, FileResult] = {}
     running: list[_Running] = []

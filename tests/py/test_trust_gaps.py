@@ -409,6 +409,24 @@ def test_mlir_all_to_all_with_no_groups_is_refused_before_parsing(groups):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<string>:2:" in done.stdout and "has no groups" in done.stdout, done.stdout
 
+@pytest.mark.parametrize("layout", ["[b, 4294967296, 1, f]x[0, 1, i, o]->[b, 0, 1, f]",
+                                    "[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 9223372036854775807, f]"])
+def test_convolution_spatial_dimension_past_the_layout_is_refused_before_parsing(layout):
+    """StableHLO's parser made room for spatial dimension N up front: N = 2^32 aborted the
+    parsing process (SmallVector unable to grow), found by the mutation fuzzer. Refused
+    before the parse, so this runs in the test's own process (isolate=False)."""
+    source = ("func.func @main(%x: tensor<1x4x4x1xf32>, %w: tensor<3x3x1x1xf32>) -> "
+              "tensor<1x2x2x1xf32> {\n"
+              f"  %r = stablehlo.convolution(%x, %w) dim_numbers = {layout}, "
+              "window = {stride = [2, 2]} {batch_group_count = 1 : i64, "
+              "feature_group_count = 1 : i64} : (tensor<1x4x4x1xf32>, tensor<3x3x1x1xf32>) -> "
+              "tensor<1x2x2x1xf32>\n  return %r : tensor<1x2x2x1xf32>\n}\n")
+    with pytest.raises(kiln.KilnError) as info:
+        kiln.compile(source, filename="conv.mlir", isolate=False)
+    assert info.value.location.startswith("conv.mlir:2:"), str(info.value)
+    assert "spatial dimension" in info.value.message and "out of range" in info.value.message
+
+
 # ---- gap 4: reduce over zero elements -----------------------------------------------------
 # The spec's result is the init value at every position (a window of no elements); it used to
 # fail with "cannot lower".

@@ -69,6 +69,7 @@ def check_text_nesting(text: str, filename: str, *, angle_brackets: bool = True)
     if angle_brackets:
         _check_alias_nesting(data, depth, filename)
         _check_empty_all_to_all_groups(raw, filename)
+        _check_convolution_dimension_numbers(raw, filename)
 
 
 # StableHLO's all_to_all verifier divides by the number of replica groups: zero groups
@@ -91,6 +92,28 @@ def _check_empty_all_to_all_groups(raw: bytes, filename: str) -> None:
             raise KilnError("an all_to_all's replica_groups has no groups", location=_where(
                 raw, filename, m.start()), hint="list the groups of devices that exchange "
                                                 "blocks, e.g. dense<[[0, 1]]> : tensor<1x2xi64>")
+
+
+# StableHLO's parser of a convolution's `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]` makes room
+# for spatial dimension N up front: N = 2^32 aborts the parsing process ("SmallVector unable
+# to grow", an upstream bug). A spatial dimension is numbered below the bracket's length, so a
+# number at or past it is refused before the parse.
+_CONVOLUTION_LAYOUT = re.compile(rb"\[([\w\s,]*)\]\s*x\s*\[([\w\s,]*)\]\s*->\s*\[([\w\s,]*)\]")
+
+
+def _check_convolution_dimension_numbers(raw: bytes, filename: str) -> None:
+    for m in _CONVOLUTION_LAYOUT.finditer(raw):
+        for group in (1, 2, 3):
+            entries = m.group(group).split(b",")
+            for entry in entries:
+                entry = entry.strip()
+                if entry.isdigit() and int(entry) >= len(entries):
+                    raise KilnError(
+                        f"convolution dim_numbers: spatial dimension {int(entry)} is out of "
+                        f"range for a layout of {len(entries)} dimensions",
+                        location=_where(raw, filename, m.start(group)),
+                        hint="number the spatial dimensions 0, 1, ... in each of the three "
+                             "layouts, e.g. [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]")
 
 
 def _nesting_depth(data: bytes, angle_brackets: bool) -> np.ndarray:

@@ -84,6 +84,8 @@ VARIABLES: tuple[Variable, ...] = (
              "the platform refuses RTLD_DEEPBIND (sharing a process with TensorFlow needs it)"),
     Variable("KILN_RUNTIME_LIBRARY", None, "a runtime library to load instead of the "
              "installed one (the sanitizer build in the tests)"),
+    Variable("KILN_PJRT_LIBRARY", None, "a PJRT plugin library for JAX to load instead of "
+             "the installed one (the sanitizer build in the tests)"),
     # the C runtime
     Variable("KILN_AMX", None, "`0` (or `off`, `false`, `no`) keeps bf16/int8 products off "
              "the AMX units; read when compiling too, and part of the cache key", RUNTIME,

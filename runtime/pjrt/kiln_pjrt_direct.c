@@ -154,7 +154,7 @@ done:
 
 static bool matches(const Spec *spec, const PJRT_Buffer *buffer) {
   return buffer->type == spec->type && buffer->rank == spec->rank &&
-         !memcmp(buffer->dims, spec->dims, spec->rank * sizeof(int64_t));
+         (spec->rank == 0 || !memcmp(buffer->dims, spec->dims, spec->rank * sizeof(int64_t)));
 }
 
 /* Writes a row-major memref descriptor {allocated, aligned, offset, sizes, strides} of

@@ -35,7 +35,14 @@ done
 "$CC" -shared -fsanitize=address,undefined -o "$build/libkiln_runtime.so" "${objects[@]}" \
   -lpthread -lm
 
+# The PJRT plugin likewise (its C execute path reads the framework's buffers): JAX loads it
+# through KILN_PJRT_LIBRARY.
+python_include=$(python -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+"$CC" "${flags[@]}" -shared -fvisibility=hidden -I"$python_include" -Iruntime/pjrt \
+  runtime/pjrt/kiln_pjrt_*.c -o "$build/kiln_pjrt_plugin.so" -lpthread
+
 export KILN_RUNTIME_LIBRARY="$build/libkiln_runtime.so"
+export KILN_PJRT_LIBRARY="$build/kiln_pjrt_plugin.so"
 export LD_PRELOAD="$("$CC" -print-file-name=libasan.so) $("$CC" -print-file-name=libubsan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:halt_on_error=1:exitcode=86:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=87:${UBSAN_OPTIONS:-}"
@@ -53,8 +60,9 @@ if [ ${#tests[@]} -eq 0 ] || [[ "${tests[0]}" == -* ]]; then   # no test paths: 
   # The runtime-facing tests: custom calls through the dispatcher (C targets, api_version
   # 1-3, tuples, failures), the typed FFI, the buffer pool and parallel-for, the run-time
   # bounds guards and the size limits (these run crashing reproducers in children, which
-  # inherit the sanitized runtime).
+  # inherit the sanitized runtime), and JAX through the PJRT plugin.
   tests=(tests/py/test_custom_call.py tests/py/test_ffi.py tests/py/test_parallel_pool.py
-         tests/py/test_runtime_bounds.py tests/py/test_size_limits.py -q -p no:xdist "$@")
+         tests/py/test_runtime_bounds.py tests/py/test_size_limits.py
+         tests/py/test_pjrt_jax.py tests/py/test_pjrt_c_api.py -q -p no:xdist "$@")
 fi
 python -m pytest "${tests[@]}"

@@ -16,6 +16,12 @@ PRIORITY = -100  # below XLA:CPU's (0): Kiln is the default backend only when JA
 
 
 def library_path() -> Path:
+    chosen = environment.get("KILN_PJRT_LIBRARY")  # tests/sanitizers/run.sh's build
+    if chosen:
+        if not Path(chosen).is_file():
+            raise KilnError(f"KILN_PJRT_LIBRARY={chosen} is not a file",
+                            hint="unset KILN_PJRT_LIBRARY to use the installed plugin")
+        return Path(chosen).resolve()
     for directory in _package_dirs():
         found = sorted((directory / "_native").glob("kiln_pjrt_plugin*.so"))
         if found:

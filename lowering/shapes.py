@@ -122,28 +122,55 @@ def _copy(module: ir.Module) -> ir.Module:
     return ir.Module.parse(buf.getvalue(), module.context)
 
 
+def _refines(module: ir.Module, values: dict[int, int], types: str, filename: str, *,
+             static: bool) -> bool:
+    """Whether refining a copy with `values` for the dimension arguments succeeds, verifies,
+    and (`static`) leaves no dynamic shape."""
+    trial = _copy(module)
+    try:
+        _refine(trial, "main", values, types, filename)
+        return (not static or _is_static(trial)) and not _negative_size(trial) and \
+            trial.operation.verify()
+    except (KilnError, ir.MLIRError):
+        return False
+
+
+def _negative_size(module: ir.Module) -> bool:
+    """Whether refinement made a static size negative (the verifier lets `tensor<-3xf32>`
+    through; lowering it fails)."""
+    for func in module.body.operations:
+        for op in walk(func.operation):
+            for r in op.results:
+                ranked = _ranked(r.type)
+                if ranked is not None and any(
+                        d < 0 and not ir.ShapedType.is_dynamic_size(d) for d in ranked.shape):
+                    return True
+    return False
+
+
 def _infer_values(module: ir.Module, dim_args: list[int], sizes: list[int], types: str,
                   filename: str) -> dict[int, int]:
+    # Leading integer scalars before dynamic arguments are how JAX passed dimension variables,
+    # but a program may just as well compute with them. Where no reading of them as sizes
+    # refines (a size the program negates, say), they are data: no values, and the program
+    # is compiled for any values, with its run-time checks.
     if len(sizes) <= 1:
-        return {i: (sizes[0] if sizes else 0) for i in dim_args}
+        values = {i: (sizes[0] if sizes else 0) for i in dim_args}
+        return values if _refines(module, values, types, filename, static=False) else {}
     fitting = []
     combos = itertools.product(sizes, repeat=len(dim_args))
     for combo in itertools.islice(combos, _MAX_ASSIGNMENTS):
         values = dict(zip(dim_args, combo))
-        trial = _copy(module)
-        try:
-            _refine(trial, "main", values, types, filename)
-            if _is_static(trial) and trial.operation.verify():
-                fitting.append(values)
-        except (KilnError, ir.MLIRError):
-            continue
+        if _refines(module, values, types, filename, static=True):
+            fitting.append(values)
+    if not fitting:
+        return {}
     if len(fitting) == 1:
         return fitting[0]
     shown = ", ".join(f"%arg{i}" for i in dim_args)
     raise KilnError(
         f"cannot tell the dimension arguments ({shown}) from the argument shapes: "
-        + ("no assignment of the dynamic sizes " + str(sizes) + " makes the program static"
-           if not fitting else f"{len(fitting)} assignments fit"),
+        f"{len(fitting)} assignments of the dynamic sizes {sizes} fit",
         location=filename,
         hint="give every dynamic dimension the same size, or export the program with static shapes")
 

@@ -252,8 +252,11 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
     if observe is not None:
         steps = _with_observer(steps, observe)
     check_after, check_at_end = _checks(steps)
-    # Observed runs (timing, dumps, reproducers) are rare: their managers are not kept.
-    key = None if observe is not None else _pipeline_key(stage, steps, check_after)
+    # Observed runs (timing, dumps, reproducers) are rare: their managers are not kept; nor
+    # are those of passes that keep state across runs (_NOT_REUSABLE).
+    key = None if observe is not None or any(
+        isinstance(s, str) and _NOT_REUSABLE.search(s) for s in steps) \
+        else _pipeline_key(stage, steps, check_after)
     reused = _reused.take(module, key) if key is not None else None
     with module.context:
         if reused is not None:
@@ -292,6 +295,11 @@ def run_steps(module: ir.Module, steps: list[Step], filename: str, stage: str, *
 # bounds the growth of inlining) so that this layer does not import the one above it.
 BEFORE_INLINING: list[Callable[[ir.Module, str], None]] = []
 _INLINE = re.compile(r"(?<![\w-])inline(?![\w-])")  # MLIR's inliner in pass-pipeline text
+
+
+# stablehlo-refine-arguments adds its `types` to the refinements again on every run of its
+# manager: a second run refined "4 vs 2" arguments and failed.
+_NOT_REUSABLE = re.compile(r"stablehlo-refine-arguments")
 
 
 def _pipeline_key(stage: str, steps: list[Step], check_after: list[bool]) -> tuple:

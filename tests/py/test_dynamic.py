@@ -188,3 +188,28 @@ def test_real_dynamic_slice_with_offset_limits_becomes_static():
     x = np.arange(20, dtype=np.float32).reshape(5, 4)
     (y,) = exe(np.int64(5), x, np.array([0, 1], np.int32))
     np.testing.assert_array_equal(y, x[:, 1:3])
+
+
+NEGATED_SIZE = """func.func @main(%n: tensor<i64>, %x: tensor<?xf32>) -> tensor<f32> {
+  %m1 = stablehlo.constant dense<-1> : tensor<i64>
+  %neg = stablehlo.multiply %n, %m1 : tensor<i64>
+  %s = stablehlo.reshape %neg : (tensor<i64>) -> tensor<1xi64>
+  %iota = stablehlo.dynamic_iota %s, dim = 0 : (tensor<1xi64>) -> tensor<?xf32>
+  %init = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %max = stablehlo.reduce(%iota init: %init) applies stablehlo.maximum across dimensions = [0] : (tensor<?xf32>, tensor<f32>) -> tensor<f32>
+  return %max : tensor<f32>
+}"""
+
+
+def test_leading_scalars_that_no_size_fits_are_data():
+    """Read as a dimension argument, %n = 3 (the size of %x) makes the iota's size -3 and the
+    compile failed (the generating fuzzer, seed 1128); as data, the call runs, and a negative
+    size is the run-time check's located error. Compiled in a worker, where pass managers are
+    reused: the try on a copy and the compile both run stablehlo-refine-arguments, whose
+    reused manager refined its arguments twice over ("4 vs 2") and failed."""
+    exe = kiln.compile(NEGATED_SIZE, isolate=True)
+    x = np.ones(3, np.float32)
+    with pytest.raises(kiln.KilnError, match="dynamic_iota: a negative size"):
+        exe(np.int64(4), x)
+    assert exe(np.int64(-4), x)[0] == 3.0
+

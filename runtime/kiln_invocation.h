@@ -12,13 +12,15 @@
 
 /* KilnInvoke's results besides 0 (finished). */
 enum { KILN_STOPPED_BY_CUSTOM_CALL = 1, KILN_STOPPED_OUT_OF_MEMORY = 2,
-       KILN_STOPPED_BY_INTERRUPT = 3, KILN_STOPPED_BY_RUNTIME_CHECK = 4 };
+       KILN_STOPPED_BY_INTERRUPT = 3, KILN_STOPPED_BY_RUNTIME_CHECK = 4,
+       KILN_STOPPED_BY_TIME_LIMIT = 5 };
 
 typedef struct KilnInvocation {
   jmp_buf jump;
   XlaCustomCallStatus* status;
   int reason;        /* why it stopped: one of the KILN_STOPPED_* values */
   void* allocations; /* the pool's list of blocks this invocation allocated and still holds */
+  double deadline;   /* CLOCK_MONOTONIC seconds after which it stops; 0: no limit */
 } KilnInvocation;
 
 /* The innermost invocation of the calling thread, or NULL (e.g. on a parallel-for worker). */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kiln/custom_call.h"
 #include "kiln/ffi.h"
@@ -189,13 +190,37 @@ static void program_ends(void) {
   pthread_mutex_unlock(&signal_lock);
 }
 
+/* ---- the run-time limit ---------------------------------------------------------------
+ * A program may loop forever (an untrusted one on purpose): with a limit set
+ * (KilnSetRunTimeLimit, from KILN_RUN_TIMEOUT), each KilnInvoke gets a deadline, and the loop
+ * polls that already look for Ctrl-C also compare the clock with it. Without a limit the polls
+ * read one more flag and nothing else. */
+static volatile double run_time_limit = 0; /* seconds; 0: none */
+
+void KilnSetRunTimeLimit(double seconds) { run_time_limit = seconds > 0 ? seconds : 0; }
+
+static double monotonic_seconds(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
 void kiln_check_interrupt(void) {
-  if (!interrupt_requested) return;
   KilnInvocation* invocation = current_invocation;
   /* Only the thread that called KilnInvoke may jump back to it, and not from inside a
    * parallel-for (its workers would run on): the loop polls again after it. */
-  if (invocation && !kiln_in_parallel_for)
-    kiln_invocation_stop(invocation, KILN_STOPPED_BY_INTERRUPT, "interrupted");
+  if (interrupt_requested) {
+    if (invocation && !kiln_in_parallel_for)
+      kiln_invocation_stop(invocation, KILN_STOPPED_BY_INTERRUPT, "interrupted");
+    return;
+  }
+  if (invocation && invocation->deadline > 0 && !kiln_in_parallel_for &&
+      monotonic_seconds() > invocation->deadline) {
+    char message[160];
+    snprintf(message, sizeof message,
+             "the program ran past its time limit of %g s (KILN_RUN_TIMEOUT)", run_time_limit);
+    kiln_invocation_stop(invocation, KILN_STOPPED_BY_TIME_LIMIT, message);
+  }
 }
 
 /* A run-time guard of the generated code failed (lowering/bounds_guards.py): an index, size or
@@ -222,6 +247,8 @@ int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status
   invocation.status = status;
   invocation.reason = 0;
   invocation.allocations = NULL;
+  double limit = run_time_limit;
+  invocation.deadline = limit > 0 ? monotonic_seconds() + limit : 0;
   program_starts();
   current_invocation = &invocation;
   /* The invocation's address is published in current_invocation, so its fields live in

@@ -51,6 +51,9 @@ VARIABLES: tuple[Variable, ...] = (
              "a compile worker (no isolation from a crash of the compiler)"),
     Variable("KILN_COMPILE_TIMEOUT", "1800", "seconds a compile in a worker may take before "
              "it is stopped with an error"),
+    Variable("KILN_RUN_TIMEOUT", None, "seconds one call of a compiled program may run before "
+             "it is stopped with an error (a program may loop forever: set it for programs you "
+             "do not trust); read when the runtime is loaded", default_text="no limit"),
     Variable("KILN_COMPILE_MEMORY", None, "memory one compile or read may use: bytes or a "
              "K/M/G/T amount (`16G`), `0` or `none` for no limit",
              default_text="half of physical memory"),

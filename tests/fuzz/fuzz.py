@@ -220,7 +220,8 @@ def _run(work, jobs: int, timeout: float, report=None, deadline=None) -> list[Ou
     """work: an iterable of (seed name, mutation name, data), consumed lazily (a campaign's
     mutants are made as workers ask for them, so 20,000 are never all in memory)."""
     import workers
-    pool = workers.Pool(workers.script_argv(__file__, "--worker"), jobs=jobs, timeout=timeout,
+    pool = workers.Pool(workers.script_argv(__file__, "--worker", "--timeout", str(timeout)),
+                        jobs=jobs, timeout=timeout,
                         memory=6 << 30, deadline=deadline)
     in_flight: dict[int, tuple] = {}
     by_key: dict[int, Outcome] = {}
@@ -289,7 +290,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         import workers
-        workers.serve(run_mutant, _warm_up)
+        workers.serve(run_mutant, _warm_up, run_time_limit=args.timeout / 3)
         return 0
     if args.make_binary_seeds:
         import pickle

@@ -207,7 +207,8 @@ def campaign(count: int, seed: int = 0, jobs: int = 1, timeout: float = 30.0,
              oracle_every: int = 1, deadline: float | None = None):
     """Run programs start..start+count-1 of `seed`. Returns (Counter of outcomes, list of
     (outcome, index, detail) for failures, mismatches and pass failures)."""
-    pool = workers.Pool(workers.script_argv(__file__, "--worker"), jobs=jobs, timeout=timeout,
+    pool = workers.Pool(workers.script_argv(__file__, "--worker", "--timeout", str(timeout)),
+                        jobs=jobs, timeout=timeout,
                         deadline=deadline)
     counts: collections.Counter = collections.Counter()
     notable = []
@@ -298,7 +299,7 @@ def main(argv=None) -> int:
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        workers.serve(run_case, _warm_up)
+        workers.serve(run_case, _warm_up, run_time_limit=args.timeout / 3)
         return 0
     if args.show:
         seed, index = map(int, args.show.split(":"))

@@ -64,10 +64,17 @@ def _limit_worker(memory: int) -> None:
         pass
 
 
-def serve(handler, warm_up=None) -> None:
+def serve(handler, warm_up=None, run_time_limit: float | None = None) -> None:
     """The worker's loop: read a case, answer `handler(case)`. Called in the worker process;
     the protocol uses private copies of stdin/stdout, and fds 0/1 go to /dev/null so nothing
-    Kiln or MLIR prints can corrupt it. fd 2 is a file the parent reads after a crash."""
+    Kiln or MLIR prints can corrupt it. fd 2 is a file the parent reads after a crash.
+
+    `run_time_limit`: KILN_RUN_TIMEOUT for the calls, in seconds (a third of the case's time
+    limit, say). A valid program may loop forever on its inputs (a mutant whose counter never
+    reaches its bound): Kiln's limit stops that call with a KilnError; a case that still runs
+    past the worker's own time limit is a hang of Kiln's."""
+    if run_time_limit:
+        os.environ["KILN_RUN_TIMEOUT"] = str(run_time_limit)
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb")
     null = os.open(os.devnull, os.O_RDWR)

@@ -98,6 +98,30 @@ def test_ctrl_c_stops_a_while_true_and_the_executable_stays_usable():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_run_time_limit_stops_a_program_that_loops_forever():
+    """KILN_RUN_TIMEOUT bounds each call (a mutant whose counter wraps around its bound looped
+    forever under the mutation fuzzer): the loop's polls stop it with a KilnError, its
+    temporaries freed, and the executable stays usable. Read when the runtime loads: a fresh
+    process. A bad value is an error, not no limit."""
+    import subprocess
+    import sys
+    code = ("import time, numpy as np, kiln, sys\n"
+            "exe = kiln.compile(sys.stdin.read())\n"
+            "start = time.monotonic()\n"
+            "try:\n    exe(np.float32(0))\n"
+            "except kiln.KilnError as e:\n    print('stopped:', e.message)\n"
+            "print('seconds:', time.monotonic() - start)\n")
+    done = subprocess.run([sys.executable, "-c", code], input=FOREVER, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, KILN_RUN_TIMEOUT="0.5"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "stopped: the program ran past its time limit of 0.5 s (KILN_RUN_TIMEOUT)" \
+        in done.stdout, done.stdout
+    assert 0.5 <= float(done.stdout.split("seconds:")[1]) < 5.0
+    bad = subprocess.run([sys.executable, "-c", code], input=FOREVER, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, KILN_RUN_TIMEOUT="soon"))
+    assert "KILN_RUN_TIMEOUT='soon': expected a number of seconds" in bad.stdout + bad.stderr
+
+
 def _rss_mb() -> float:
     # Hand free heap memory back first: glibc keeps freed blocks (how much depends on what
     # ran before in this process), which is not a leak.

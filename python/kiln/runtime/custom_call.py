@@ -96,6 +96,8 @@ def runtime() -> ctypes.CDLL:
             ffi.declare(lib)
             lib.KilnSetPythonDispatcher.argtypes = [_DISPATCHER_TYPE]
             lib.KilnSetPythonDispatcher(_python_dispatcher)
+            lib.KilnSetRunTimeLimit.argtypes = [ctypes.c_double]
+            lib.KilnSetRunTimeLimit(run_time_limit())
             _lib = lib
         return _lib
 
@@ -539,6 +541,23 @@ class _ThreadStatus:
 
 # KilnInvoke's results (runtime/kiln_invocation.h).
 _STOPPED_OUT_OF_MEMORY, _STOPPED_BY_INTERRUPT, _STOPPED_BY_RUNTIME_CHECK = 2, 3, 4
+_STOPPED_BY_TIME_LIMIT = 5
+
+
+def run_time_limit() -> float:
+    """KILN_RUN_TIMEOUT in seconds, 0 for none."""
+    from .. import environment
+    text = environment.get("KILN_RUN_TIMEOUT")
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise KilnError(f"KILN_RUN_TIMEOUT={text!r}: expected a number of seconds above 0",
+                        hint="unset it for no limit")
+    return seconds
 
 
 def invoke_entry(address: int, packed) -> None:
@@ -573,6 +592,9 @@ def stop_exception(reason: int, message: str) -> BaseException:
     if reason == _STOPPED_OUT_OF_MEMORY:
         return KilnError(message, hint="the program's temporaries do not fit in this "
                                        "machine's memory; call it on smaller inputs")
+    if reason == _STOPPED_BY_TIME_LIMIT:
+        return KilnError(message, hint="it may loop forever on these inputs; raise "
+                                       "KILN_RUN_TIMEOUT if it needs longer")
     if exc is not None:
         return exc
     return CustomCallError(message, hint="a custom-call target reported failure; the "

@@ -93,10 +93,14 @@ void KilnSetPythonDispatcher(KilnPythonDispatcher dispatcher);
 void kiln_custom_call(int64_t site, int64_t leaves);
 /* Calls a compiled entry `entry(packed)`; returns 0, or why the computation was abandoned
  * (its message is in `status`, and every temporary it held is freed): 1 a custom call
- * failed, 2 an allocation could not be met, 3 interrupted (SIGINT). */
+ * failed, 2 an allocation could not be met, 3 interrupted (SIGINT), 4 a run-time check
+ * failed, 5 it ran past the run-time limit. */
 int KilnInvoke(void (*entry)(void**), void** packed, XlaCustomCallStatus* status);
-/* Polled by compiled loops: stops the running program (KilnInvoke returns 3) after SIGINT. */
+/* Polled by compiled loops: stops the running program (KilnInvoke returns 3) after SIGINT,
+ * or (5) past its deadline. */
 void kiln_check_interrupt(void);
+/* Seconds each later KilnInvoke may run before its loops stop it; 0: no limit. */
+void KilnSetRunTimeLimit(double seconds);
 
 #ifdef __cplusplus
 }

@@ -206,6 +206,9 @@ static double monotonic_seconds(void) {
 }
 
 void kiln_check_interrupt(void) {
+  /* The common case reads two globals and returns: the thread-local invocation is looked up
+   * only when there is something to do. */
+  if (!interrupt_requested && !(run_time_limit > 0)) return;
   KilnInvocation* invocation = current_invocation;
   /* Only the thread that called KilnInvoke may jump back to it, and not from inside a
    * parallel-for (its workers would run on): the loop polls again after it. */

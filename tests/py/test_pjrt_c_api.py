@@ -205,3 +205,66 @@ def test_short_argument_structs_are_refused(plugin):
     args.struct_size = 16
     code, message = plugin.message(plugin.call("PJRT_Client_PlatformName", args))
     assert code == abi.PJRT_Error_Code_INVALID_ARGUMENT and "struct_size 16" in message
+
+
+def _to_host(plugin, buffer, shape, dtype=np.float32) -> np.ndarray:
+    out = np.empty(shape, dtype)
+    done = plugin.ok("PJRT_Buffer_ToHostBuffer", src=buffer, dst=out.ctypes.data,
+                     dst_size=out.nbytes)
+    plugin.ok("PJRT_Event_Destroy", event=done.event)
+    return out
+
+
+def _execute(plugin, executable, buffers, num_outputs):
+    """One device's run: (error or None, output buffers)."""
+    arguments = (ctypes.c_void_p * len(buffers))(*buffers)
+    argument_lists = (ctypes.c_void_p * 1)(ctypes.addressof(arguments))
+    outputs = (ctypes.c_void_p * num_outputs)()
+    output_lists = (ctypes.c_void_p * 1)(ctypes.addressof(outputs))
+    args = plugin.args("PJRT_LoadedExecutable_Execute", executable=executable,
+                       argument_lists=ctypes.cast(argument_lists, ctypes.c_void_p),
+                       num_devices=1, num_args=len(buffers),
+                       output_lists=ctypes.cast(output_lists, ctypes.c_void_p))
+    return plugin.call("PJRT_LoadedExecutable_Execute", args), list(outputs)
+
+
+def test_execute_runs_from_c_and_checks_its_arguments(plugin, client):
+    """A plain program runs through the C execute path (runtime/pjrt/kiln_pjrt_direct.c, no
+    Python per call; under the sanitizer job this is where it is checked), its 4 MB result on
+    a block kept for reuse from the first run; an argument of another shape takes the Python
+    path, which says what is wrong."""
+    from kiln.pjrt import bridge
+    n = 1 << 20
+    text = (f"func.func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>, tensor<f32>) {{\n"
+            f"  %one = stablehlo.constant dense<1.0> : tensor<{n}xf32>\n"
+            f"  %y = stablehlo.add %x, %one : tensor<{n}xf32>\n"
+            f"  %z = stablehlo.constant dense<0.0> : tensor<f32>\n"
+            f"  %s = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = [0]"
+            f" : (tensor<{n}xf32>, tensor<f32>) -> tensor<f32>\n"
+            f"  return %y, %s : tensor<{n}xf32>, tensor<f32>\n}}\n").encode()
+    code = ctypes.create_string_buffer(text, len(text))
+    program = abi.PJRT_Program()
+    program.struct_size = abi.PJRT_Program_STRUCT_SIZE
+    program.code, program.code_size = ctypes.addressof(code), len(text)
+    program.format, program.format_size = c_string("mlir"), 4
+    executable = plugin.ok("PJRT_Client_Compile", client=client,
+                           program=ctypes.addressof(program)).executable
+    x = np.arange(n, dtype=np.float32) % 7
+    argument = to_device(plugin, client, x)
+    before = bridge.counts["python_execute"]
+    for _ in range(2):
+        error, (y, s) = _execute(plugin, executable, [argument], 2)
+        assert error is None, plugin.message(error)
+        np.testing.assert_array_equal(_to_host(plugin, y, (n,)), x + 1)
+        assert _to_host(plugin, s, ())[()] == x.sum(dtype=np.float64)
+        for buffer in (y, s):
+            plugin.ok("PJRT_Buffer_Destroy", buffer=buffer)
+    assert bridge.counts["python_execute"] == before
+    short = to_device(plugin, client, np.ones(8, np.float32))
+    error, _ = _execute(plugin, executable, [short], 2)
+    code, message = plugin.message(error)
+    assert code == abi.PJRT_Error_Code_INVALID_ARGUMENT and "Kiln" in message, message
+    assert bridge.counts["python_execute"] == before + 1
+    for buffer in (argument, short):
+        plugin.ok("PJRT_Buffer_Destroy", buffer=buffer)
+    plugin.ok("PJRT_LoadedExecutable_Destroy", executable=executable)

@@ -60,9 +60,11 @@ if [ ${#tests[@]} -eq 0 ] || [[ "${tests[0]}" == -* ]]; then   # no test paths: 
   # The runtime-facing tests: custom calls through the dispatcher (C targets, api_version
   # 1-3, tuples, failures), the typed FFI, the buffer pool and parallel-for, the run-time
   # bounds guards and the size limits (these run crashing reproducers in children, which
-  # inherit the sanitized runtime), and JAX through the PJRT plugin.
+  # inherit the sanitized runtime), and the PJRT plugin through its C table (compile,
+  # execute on the C path, buffers, events). Not JAX itself: in a process with jaxlib loaded,
+  # ASan fails on its own ("unable to unmap", 2026-11-28) before any test runs.
   tests=(tests/py/test_custom_call.py tests/py/test_ffi.py tests/py/test_parallel_pool.py
          tests/py/test_runtime_bounds.py tests/py/test_size_limits.py
-         tests/py/test_pjrt_jax.py tests/py/test_pjrt_c_api.py -q -p no:xdist "$@")
+         tests/py/test_pjrt_c_api.py -q -p no:xdist "$@")
 fi
 python -m pytest "${tests[@]}"

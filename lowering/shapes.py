@@ -87,14 +87,18 @@ def _fix_dimension_arguments(func: ir.Operation, values: dict[int, int]) -> None
         arg.replace_all_uses_with(const.result)
 
 
-def _is_static(module: ir.Module) -> bool:
+def _ranked_results(module: ir.Module):
+    """The ranked tensor type of every op result in the module."""
     for func in module.body.operations:
         for op in walk(func.operation):
             for r in op.results:
                 ranked = _ranked(r.type)
-                if ranked is not None and not ranked.has_static_shape:
-                    return False
-    return True
+                if ranked is not None:
+                    yield ranked
+
+
+def _is_static(module: ir.Module) -> bool:
+    return all(ranked.has_static_shape for ranked in _ranked_results(module))
 
 
 def _refine(module: ir.Module, entry_name: str, values: dict[int, int], types: str,
@@ -138,14 +142,8 @@ def _refines(module: ir.Module, values: dict[int, int], types: str, filename: st
 def _negative_size(module: ir.Module) -> bool:
     """Whether refinement made a static size negative (the verifier lets `tensor<-3xf32>`
     through; lowering it fails)."""
-    for func in module.body.operations:
-        for op in walk(func.operation):
-            for r in op.results:
-                ranked = _ranked(r.type)
-                if ranked is not None and any(
-                        d < 0 and not ir.ShapedType.is_dynamic_size(d) for d in ranked.shape):
-                    return True
-    return False
+    return any(d < 0 and not ir.ShapedType.is_dynamic_size(d)
+               for ranked in _ranked_results(module) for d in ranked.shape)
 
 
 def _infer_values(module: ir.Module, dim_args: list[int], sizes: list[int], types: str,

@@ -175,21 +175,9 @@ static int64_t *describe(int64_t *words, const Spec *spec, void *data) {
 static PJRT_Error *stopped(PyObject *program, int reason, const char *message) {
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *result = PyObject_CallMethod(program, "stopped", "iy", reason, message);
-  PJRT_Error *error = NULL;
-  if (result && PyObject_HasAttrString(result, "message")) {
-    PyObject *code = PyObject_GetAttrString(result, "pjrt_error_code");
-    PyObject *text = PyObject_GetAttrString(result, "message");
-    long value = code ? PyLong_AsLong(code) : PJRT_Error_Code_INTERNAL;
-    const char *utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
-    error = kiln_pjrt_error(value > 0 && value <= 16 ? (PJRT_Error_Code)value
-                                                     : PJRT_Error_Code_INTERNAL,
-                            "%s", utf8 ? utf8 : message);
-    Py_XDECREF(code);
-    Py_XDECREF(text);
-  }
+  PJRT_Error *error = result ? kiln_pjrt_failure(result) : kiln_pjrt_python_error("execute");
   if (error == NULL)
     error = kiln_pjrt_error(PJRT_Error_Code_INTERNAL, "Kiln: the program stopped: %s", message);
-  PyErr_Clear();
   Py_XDECREF(result);
   PyGILState_Release(gil);
   return error;

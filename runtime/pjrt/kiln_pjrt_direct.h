@@ -1,11 +1,16 @@
-/* The plugin's execute path without Python (kiln_pjrt_direct.c), used by kiln_pjrt_python.c.
- * Include after Python.h. */
+/* The plugin's execute path without Python (kiln_pjrt_direct.c), used by kiln_pjrt_python.c,
+ * and what it uses of that file. Include after Python.h. */
 #ifndef KILN_PJRT_DIRECT_H_
 #define KILN_PJRT_DIRECT_H_
 
 #include "kiln_pjrt_internal.h"
 
 typedef struct KilnDirectCall KilnDirectCall;
+
+/* From kiln_pjrt_python.c, under the GIL: the PJRT error for the Python exception in flight
+ * (cleared), and for a bridge.Failure (NULL for anything else). */
+PJRT_Error *kiln_pjrt_python_error(const char *what);
+PJRT_Error *kiln_pjrt_failure(PyObject *result);
 
 /* The plan of bridge.Program `program` (its native_call), or NULL when it has none; under the
  * GIL, leaves no Python error set. */

@@ -56,7 +56,7 @@ static PyObject *bridge(void) {
 }
 
 /* The PJRT error for the Python exception in flight (cleared), or for a bridge.Failure. */
-static PJRT_Error *error_from_python(const char *what) {
+PJRT_Error *kiln_pjrt_python_error(const char *what) {
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
@@ -75,7 +75,7 @@ static PJRT_Error *error_from_python(const char *what) {
 }
 
 /* A bridge.Failure (an object with pjrt_error_code) as a PJRT error, else NULL. */
-static PJRT_Error *failure(PyObject *result) {
+PJRT_Error *kiln_pjrt_failure(PyObject *result) {
   if (!PyObject_HasAttrString(result, "pjrt_error_code")) return NULL;
   PyObject *code = PyObject_GetAttrString(result, "pjrt_error_code");
   PyObject *message = PyObject_GetAttrString(result, "message");
@@ -275,8 +275,8 @@ static PJRT_Error *python_missing(const char *what) {
 static PJRT_Error *loaded_from_python(PJRT_Client *client, PyObject *result, const char *what,
                                       PJRT_LoadedExecutable **out) {
   PJRT_Error *error = NULL;
-  if (result == NULL) return error_from_python(what);
-  if ((error = failure(result)) != NULL) {
+  if (result == NULL) return kiln_pjrt_python_error(what);
+  if ((error = kiln_pjrt_failure(result)) != NULL) {
     Py_DECREF(result);
     return error;
   }
@@ -292,7 +292,7 @@ static PJRT_Error *loaded_from_python(PJRT_Client *client, PyObject *result, con
   program->client = client;
   program->object = result; /* the reference is the program's */
   if (!read_program(program, result)) {
-    error = error_from_python(what);
+    error = kiln_pjrt_python_error(what);
     /* program_free would take the GIL again: drop the object here, where it is held. */
     Py_CLEAR(program->object);
     kiln_pjrt_program_release(program);
@@ -350,12 +350,12 @@ PJRT_Error *kiln_pjrt_serialize(KilnProgram *program, PJRT_Executable_Serialize_
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *result = PyObject_CallMethod(program->object, "serialize", NULL);
   if (result == NULL) {
-    error = error_from_python("serialize");
-  } else if ((error = failure(result)) == NULL) {
+    error = kiln_pjrt_python_error("serialize");
+  } else if ((error = kiln_pjrt_failure(result)) == NULL) {
     char *bytes;
     Py_ssize_t size;
     if (PyBytes_AsStringAndSize(result, &bytes, &size) != 0) {
-      error = error_from_python("serialize (result)");
+      error = kiln_pjrt_python_error("serialize (result)");
     } else {
       PJRT_SerializedExecutable *copy = malloc(sizeof *copy + (size_t)size);
       if (copy == NULL) {
@@ -420,7 +420,7 @@ static PJRT_Error *result_buffer(KilnProgram *program, PJRT_Device *device, size
   if (owner == NULL) return kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
   if (PyObject_GetBuffer(array, &owner->view, PyBUF_C_CONTIGUOUS) != 0) {
     free(owner);
-    return error_from_python("execute (result buffer)");
+    return kiln_pjrt_python_error("execute (result buffer)");
   }
   PJRT_Buffer_Type type = program->output_types[index];
   const int64_t *dims = program->output_dims + dims_at;
@@ -451,7 +451,7 @@ static PJRT_Error *execute_locked(KilnProgram *program, PJRT_LoadedExecutable_Ex
                                   PJRT_Device *const *devices) {
   PJRT_Error *error = NULL;
   PyObject *per_device = PyList_New((Py_ssize_t)args->num_devices);
-  if (per_device == NULL) return error_from_python("execute (arguments)");
+  if (per_device == NULL) return kiln_pjrt_python_error("execute (arguments)");
   for (size_t d = 0; d < args->num_devices; d++) {
     PyObject *arguments = PyList_New((Py_ssize_t)args->num_args);
     if (arguments == NULL) goto python_error;
@@ -465,8 +465,8 @@ static PJRT_Error *execute_locked(KilnProgram *program, PJRT_LoadedExecutable_Ex
   PyObject *results = PyObject_CallMethod(program->object, "execute", "O", per_device);
   Py_DECREF(per_device);
   per_device = NULL;
-  if (results == NULL) return error_from_python("execute");
-  if ((error = failure(results)) != NULL) {
+  if (results == NULL) return kiln_pjrt_python_error("execute");
+  if ((error = kiln_pjrt_failure(results)) != NULL) {
     Py_DECREF(results);
     return error;
   }
@@ -483,7 +483,7 @@ static PJRT_Error *execute_locked(KilnProgram *program, PJRT_LoadedExecutable_Ex
     for (size_t o = 0; o < program->num_outputs; o++) {
       PyObject *array = PySequence_GetItem(outputs, (Py_ssize_t)o);
       if (array == NULL) {
-        error = error_from_python("execute (results)");
+        error = kiln_pjrt_python_error("execute (results)");
         break;
       }
       error = result_buffer(program, devices[d], o, dims_at, array, &args->output_lists[d][o]);
@@ -497,7 +497,7 @@ static PJRT_Error *execute_locked(KilnProgram *program, PJRT_LoadedExecutable_Ex
   return error;
 python_error:
   Py_XDECREF(per_device);
-  return error_from_python("execute (arguments)");
+  return kiln_pjrt_python_error("execute (arguments)");
 }
 
 /* Donated arguments are consumed by a run (as XLA reuses their memory): their buffers are

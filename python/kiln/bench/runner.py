@@ -188,10 +188,15 @@ def _fmt_time(s):
     return "-" if s is None else (f"{s * 1e3:.2f}ms" if s < 10 else f"{s:.1f}s")
 
 
+def _shows_plugin(peers: list[str]) -> bool:
+    """Whether the pjrt/xla ratio is shown: Kiln through the PJRT plugin against XLA, the
+    ratio a JAX user sees."""
+    return "pjrt" in peers and "xla" in peers
+
+
 def table(rows: list[Row], peers: list[str]) -> str:
     others = [p for p in peers if p != "kiln"]
-    # Kiln through the PJRT plugin against XLA: the ratio a JAX user sees.
-    plugin = ["pjrt/xla"] if "pjrt" in peers and "xla" in peers else []
+    plugin = ["pjrt/xla"] if _shows_plugin(peers) else []
     head = ["workload", "unit"] + [f"{p} time" for p in peers] + [f"{p} rate" for p in peers] \
         + [f"kiln/{p}" for p in others] + plugin \
         + ["check", "kiln compile", "kiln RSS+ MB", "kiln temps MB"]
@@ -261,7 +266,7 @@ def to_json(rows: list[Row], peers: list[str], machine: dict) -> dict:
         "geomean": {p: geomean([r.ratio(p) for r in rows if r.ratio(p)]) for p in others},
         **({"pjrt/xla": geomean([r.ratio("xla", "pjrt") for r in rows
                                  if r.ratio("xla", "pjrt")])}
-           if "pjrt" in peers and "xla" in peers else {}),
+           if _shows_plugin(peers) else {}),
     }
 
 

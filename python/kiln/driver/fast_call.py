@@ -62,8 +62,7 @@ def _direct(exe, compiled) -> bool:
                 or compiled.uses_devices or compiled.checks or compiled.sub_byte_results
                 or not compiled.distinct_sources or compiled.dimension_values
                 or any(exe.layouts.params) or any(exe.layouts.results)
-                or not all(s.is_static for s in exe.arg_specs)
-                or getattr(compiled.invoke, "address", None) is None)
+                or not all(s.is_static for s in exe.arg_specs))
 
 
 def native_plan(exe, compiled):
@@ -73,12 +72,13 @@ def native_plan(exe, compiled):
     [result buffer of each output]). The entry is a packed `_mlir_ciface_` function taking
     the arguments' and then the result buffers' memref descriptors, called through the
     runtime's KilnInvoke."""
-    if exe.convention.in_tree is not None or not _direct(exe, compiled):
+    address = getattr(compiled.invoke, "address", None)  # CPU code; other targets' have none
+    if address is None or exe.convention.in_tree is not None or not _direct(exe, compiled):
         return None
     arguments = [(np.dtype(s.dtype), tuple(int(d) for d in s.shape)) for s in exe.arg_specs]
     buffers = [(np.dtype(r.dtype), tuple(int(d) for d in r.shape)) for r in compiled.results]
     sources = [int(s) for s in compiled.sources[:compiled.user_results]]
-    return compiled.invoke.address, arguments, buffers, sources
+    return address, arguments, buffers, sources
 
 
 def _flattener(convention, count: int):

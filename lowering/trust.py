@@ -50,6 +50,8 @@ RUNTIME_SYMBOLS = frozenset({
     "kiln_gemm_bf16_f32", "kiln_gemm_i8_i32",
     "kiln_sgemv",   # large f32 matrix-vector products (runtime/kiln_gemv.c)
     "kiln_sgemm_small",   # f32 products with few rows (runtime/kiln_sgemm_small.c)
+    # large f32/f64 products in pieces on Kiln's pool (runtime/kiln_gemm_pooled.c)
+    "kiln_sgemm_pooled", "kiln_dgemm_pooled",
     "kiln_blas_set_threads",   # OpenBLAS on the calling thread only (runtime/kiln_parallel.c)
     "_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free",
     "_mlir_memref_to_llvm_aligned_alloc",

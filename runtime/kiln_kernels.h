@@ -11,6 +11,8 @@ typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
 void kiln_parallel_for(kiln_body body, void* ctx, int64_t n);
 /* The same for small jobs a loop repeats: the workers spin for the next one after it. */
 void kiln_parallel_for_then_spin(kiln_body body, void* ctx, int64_t n);
+/* Each of n pieces its own chunk; the workers spin after it (back-to-back products). */
+void kiln_parallel_pieces(kiln_body body, void* ctx, int64_t n);
 int64_t KilnNumThreads(void);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -214,8 +214,8 @@ void KilnPoolTrim(void) {
 /* ---------------------------------------------------------------------------------------
  * Parallel-for for compiled programs: a large elementwise or row-wise linalg op is outlined
  * into body(ctx, begin, end) over its outermost dimension (kiln.passes.codegen.parallel)
- * and run here on all cores, one chunk per thread. KILN_NUM_THREADS overrides the core
- * count; workers start on first use.
+ * and run here on all cores, in up to CHUNKS_PER_THREAD chunks per thread. KILN_NUM_THREADS
+ * overrides the core count; workers start on first use.
  *
  * Chunks are claimed, not assigned: the caller runs chunk 0, then claims whatever chunk no
  * worker has claimed yet, and waits only for chunks a worker is actually running. A worker
@@ -239,6 +239,8 @@ void KilnPoolTrim(void) {
 typedef void (*kiln_body)(void* ctx, int64_t begin, int64_t end);
 
 #define KILN_MAX_THREADS 64
+#define CHUNKS_PER_THREAD 4
+#define MAX_CHUNKS 0xFFFF   /* the ticket's chunk field */
 #define SPIN_NS 200000   /* 200 us: the gaps between an RNN step's products, with margin */
 
 static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER;   /* one parallel-for at a time */
@@ -381,7 +383,9 @@ static int all_finished(const void* chunks) {
   return atomic_load_explicit(&job_finished, memory_order_acquire) >= *(const int64_t*)chunks;
 }
 
-static void parallel_for(kiln_body body, void* ctx, int64_t n, int spin_after) {
+/* per_thread: at most that many chunks per thread; 0: each of the n items its own chunk. */
+static void parallel_for(kiln_body body, void* ctx, int64_t n, int spin_after,
+                         int64_t per_thread) {
   if (n <= 0) return;
   /* A parallel-for already running (another thread, or nested): run serially. */
   if (pthread_mutex_trylock(&par_lock) != 0) {
@@ -389,7 +393,11 @@ static void parallel_for(kiln_body body, void* ctx, int64_t n, int spin_after) {
     return;
   }
   if (!n_threads) start_pool();
-  int64_t chunks = n < n_threads ? n : n_threads;
+  /* More chunks than threads (but for a loop's small products, which come back soon): a
+   * thread the system takes off its core mid-chunk holds up only that chunk, the others
+   * claim the rest (on a shared machine the difference is 2-3x; see kiln_gemm_pooled.c). */
+  int64_t most = per_thread ? n_threads * per_thread : MAX_CHUNKS;
+  int64_t chunks = n < most ? n : most;
   if (chunks <= 1) {
     pthread_mutex_unlock(&par_lock);
     run_body(body, ctx, 0, n);
@@ -428,12 +436,18 @@ static void parallel_for(kiln_body body, void* ctx, int64_t n, int spin_after) {
 }
 
 void kiln_parallel_for(kiln_body body, void* ctx, int64_t n) {
-  parallel_for(body, ctx, n, 0);
+  parallel_for(body, ctx, n, 0, CHUNKS_PER_THREAD);
 }
 
 /* The same, for small jobs that come back soon (a loop's products): workers spin after it. */
 void kiln_parallel_for_then_spin(kiln_body body, void* ctx, int64_t n) {
-  parallel_for(body, ctx, n, 1);
+  parallel_for(body, ctx, n, 1, 1);
+}
+
+/* Each of n pieces its own chunk (up to MAX_CHUNKS), and the workers spin after it: a
+ * program's products come back to back (kiln_gemm_pooled.c). */
+void kiln_parallel_pieces(kiln_body body, void* ctx, int64_t n) {
+  parallel_for(body, ctx, n, 1, 0);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ from . import builders, products
 from ...dialects import kiln as names
 # Which BLAS, and the names generated code calls it by: runtime/libraries.py (loading compiled
 # code needs them too, without the compiler).
-from ...runtime.libraries import (_GEMM, _SET_THREADS, SGEMM_SMALL_F32, SGEMV_F32,  # noqa: F401
+from ...runtime.libraries import (_GEMM, _SET_THREADS, GEMM_POOLED, SGEMM_SMALL_F32,  # noqa: F401
+                                  SGEMV_F32,
                                   Blas, amx_products, blas, blas_library, has_routine,
                                   jit_symbols, thread_control)
 
@@ -759,8 +760,22 @@ def _callee(plan, routine: str) -> tuple[str, ir.Type]:
         return SGEMV_F32, builders.i64()
     if routine == "small":
         return SGEMM_SMALL_F32, builders.i64()
+    if _pooled(plan, routine):
+        return GEMM_POOLED[plan["kind"]], builders.i64()
     lib = blas()
     return lib.gemm(plan["kind"], routine), _blasint(lib)
+
+
+def _pooled(plan, routine: str) -> bool:
+    """Whether a product goes through the runtime's `kiln_?gemm_pooled`
+    (runtime/kiln_gemm_pooled.c): every real gemm large enough for threads to pay
+    (PARALLEL_MACS), where the library's thread count can be held at 1. On an idle machine
+    it calls the library as before; when other processes keep the cores busy it runs the
+    product in pieces on Kiln's pool instead of the library's spinning threads (a flax
+    transformer's training step beside one busy process on the 2-core VM: 17 -> 12 ms)."""
+    return routine == "gemm" and plan["kind"] in _REAL and thread_control() \
+        and not plan.get("accumulates") and not plan.get("parallel") \
+        and plan["M"] * plan["N"] * plan["K"] >= PARALLEL_MACS
 
 
 def _blasint(lib: Blas) -> ir.Type:

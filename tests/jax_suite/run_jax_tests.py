@@ -73,7 +73,7 @@ def pytest_command(tests_dir: Path, name: str, report: Path, deselect: Path,
                    select: str | None, test_timeout: int) -> list[str]:
     command = [sys.executable, "-m", "pytest", str(tests_dir / name), "-v",
                "-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", str(tests_dir),
-               f"--junitxml={report}", "-W", "ignore", f"@{deselect}"]
+               f"--junitxml={report}", "-W", "ignore", "-p", "jax_test_dut", f"@{deselect}"]
     if test_timeout and importlib.util.find_spec("pytest_timeout"):
         # thread method: a test stuck in native code is stopped too (the process ends and is
         # resumed after that test, which fails as timed out)
@@ -91,7 +91,9 @@ def run_file(tests_dir: Path, name: str, platform: str, select: str | None, time
     started = time.monotonic()
     done: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(env, JAX_PLATFORMS=platform)
+        # jax_test_dut.py (next to this file) is the plugin that passes JAX_TEST_DUT on
+        env = dict(env, JAX_PLATFORMS=platform, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(Path(__file__).parent), env.get("PYTHONPATH")])))
         env.setdefault("KILN_CACHE_DIR", tmp)  # a fresh compile cache unless one is chosen
         for attempt in range(MAX_RESTARTS + 1):
             left = timeout - (time.monotonic() - started)
@@ -208,6 +210,7 @@ def compare(name: str, results: dict[str, Outcomes], top: int) -> dict:
     return {"file": name, "cpu": len(baseline), "kiln": len(passing),
             "rate": len(passing) / len(baseline) if baseline else None,
             "groups": [{"reason": r, "count": len(t), "example": t[0]} for r, t in ranked][:top],
+            "cpu_passed": sorted(baseline),
             "kiln_failures": {t: kiln.failed.get(t, "skipped" if t in kiln.skipped
                                                   else "did not run")
                               for t in sorted(baseline - kiln.passed)},
@@ -254,6 +257,18 @@ def environment_summary(cases: str) -> dict:
             "cpus": os.cpu_count(), "JAX_NUM_GENERATED_CASES": cases}
 
 
+def reused_cpu_results(path: Path, summary: dict) -> dict[str, Outcomes]:
+    """The CPU side of an earlier run, per file, where it was run alike (same jax, cases)."""
+    earlier = json.loads(path.read_text())
+    before = earlier["environment"]
+    for key in ("jax", "jaxlib", "JAX_NUM_GENERATED_CASES"):
+        if before.get(key) != summary[key]:
+            sys.exit(f"--reuse-cpu: {path} was run with {key}={before.get(key)}, "
+                     f"this run has {summary[key]}")
+    return {row["file"]: Outcomes(passed=set(row["cpu_passed"]), seconds=row["seconds"]["cpu"])
+            for row in earlier["files"] if "cpu_passed" in row}
+
+
 def file_names(positional: list[str], option: str | None) -> list[str]:
     names = list(positional) + [n for n in (option or "").split(",") if n.strip()]
     names = [n.strip() for n in names] or list(DEFAULT_FILES)
@@ -279,6 +294,12 @@ def main(argv=None) -> int:
                         help="JAX_NUM_GENERATED_CASES (default: the environment's, else 1)")
     parser.add_argument("--devices", type=int,
                         help="devices for every file (default: 8 for shard_map_test, else 1)")
+    parser.add_argument("--kiln-dut", default="cpu",
+                        help="JAX_TEST_DUT on Kiln: the device JAX's tests take Kiln for "
+                             "(default cpu; '' for Kiln's platform name)")
+    parser.add_argument("--reuse-cpu", type=Path, metavar="JSON",
+                        help="the CPU side's passes from an earlier --json (same jax, same "
+                             "--cases) instead of running JAX's CPU backend again")
     parser.add_argument("--top", type=int, default=15, help="failure groups shown per file")
     parser.add_argument("--json", type=Path, help="also write the results here (rewritten "
                         "as each file finishes)")
@@ -295,6 +316,8 @@ def main(argv=None) -> int:
     # Both platforms see the same environment but for the platform and its device count.
     base_env = dict(os.environ, JAX_NUM_GENERATED_CASES=str(args.cases), PYTHONUNBUFFERED="1")
     summary = environment_summary(str(args.cases))
+    summary["kiln_JAX_TEST_DUT"] = args.kiln_dut
+    reused = reused_cpu_results(args.reuse_cpu, summary) if args.reuse_cpu else {}
     results: dict[str, dict[str, Outcomes]] = collections.defaultdict(dict)
     rows: dict[str, dict] = {}
     lock = threading.Lock()
@@ -304,11 +327,16 @@ def main(argv=None) -> int:
         env = dict(base_env)
         if platform == "kiln":
             env["KILN_DEVICES"] = str(devices)
+            if args.kiln_dut:
+                env["JAX_TEST_DUT"] = args.kiln_dut
         elif devices > 1:
             env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                                 f" --xla_force_host_platform_device_count={devices}").strip()
-        outcome = run_file(args.tests_dir, name, platform, args.select, args.timeout,
-                           args.test_timeout, env)
+        if platform == "cpu" and name in reused:
+            outcome = reused[name]
+        else:
+            outcome = run_file(args.tests_dir, name, platform, args.select, args.timeout,
+                               args.test_timeout, env)
         with lock:
             results[name][platform] = outcome
             print(f"{name} [{platform}]: {len(outcome.passed)} passed, {len(outcome.failed)} "

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import kiln
+from product_calls import product_calls
 from kiln.native import runtime_library
 from kiln.runtime.libraries import amx_products
 
@@ -178,9 +179,9 @@ KERNELS = {"bf16": "kiln_gemm_bf16_f32", "i8": "kiln_gemm_i8_i32"}
 
 
 def called(exe) -> set[str]:
-    return {c for c in re.findall(r"call @(kiln_(?:gemm_[a-z0-9]+_[a-z0-9]+|blas_\w+))\(",
-                                  exe.ir("codegen"))
-            if c != "kiln_blas_set_threads" and not re.fullmatch(r"kiln_gemm_\d+", c)}
+    return {c for c in product_calls(exe.ir("codegen"),
+                                     r"(kiln_(?:gemm_[a-z0-9]+_[a-z0-9]+|blas_\w+))")
+            if not re.fullmatch(r"kiln_gemm_\d+", c)}
 
 
 def expected_route(kind: str, widened: str = "kiln_blas_sgemm") -> set[str]:

@@ -1,13 +1,13 @@
 """Matrix products through numpy's bundled OpenBLAS (kiln.lowering.codegen.blas): every operand layout
 the pass accepts, against numpy in float64, and the IR showing the library call was taken."""
 import json
-import re
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import kiln
+from product_calls import calls_library_gemm, product_calls
 from kiln.lowering.codegen import blas_library
 
 
@@ -43,7 +43,7 @@ CASES = [
 @pytest.mark.parametrize("lhs,rhs,out,dims,spec", CASES)
 def test_dot_general_layouts(lhs, rhs, out, dims, spec, et, dtype, rtol, rng):
     exe = kiln.compile(dot(lhs, rhs, out, dims, et))
-    assert "kiln_blas_" + ("s" if et == "f32" else "d") + "gemm" in exe.ir("codegen")
+    assert calls_library_gemm(exe.ir("codegen"), "s" if et == "f32" else "d")
     a = rng.standard_normal(lhs).astype(dtype)
     b = rng.standard_normal(rhs).astype(dtype)
     (got,) = exe(a, b)
@@ -76,7 +76,7 @@ func.func @main(%x: tensor<128x256xf32>, %w: tensor<256x64xf32>, %b: tensor<64xf
   return %3 : tensor<128x64xf32>
 }"""
     exe = kiln.compile(src)
-    assert "kiln_blas_sgemm" in exe.ir("codegen")
+    assert calls_library_gemm(exe.ir("codegen"))
     x = rng.standard_normal((128, 256)).astype(np.float32)
     w = (rng.standard_normal((256, 64)) / 16).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
@@ -133,7 +133,7 @@ def test_conv_nhwc_as_gemms(stride, pad, dilate, rng):
     shape = lambda *s: "x".join(map(str, s))  # noqa: E731
     exe = kiln.compile(CONV.format(xs=shape(n, h, w, c), ws=shape(k, k, c, f), os=shape(n, oh, ow, f),
                                    s=stride, p=pad, d=dilate))
-    assert "kiln_blas_sgemm" in exe.ir("codegen")
+    assert calls_library_gemm(exe.ir("codegen"))
     x = rng.standard_normal((n, h, w, c)).astype(np.float32)
     wt = rng.standard_normal((k, k, c, f)).astype(np.float32)
     (got,) = exe(x, wt)
@@ -171,7 +171,7 @@ def test_transposed_result_is_written_by_the_call(A, B, C, T, dims, perm, spec, 
     results = f"tensor<{s(T)}xf32>" + (f", tensor<{s(C)}xf32>" if both else "")
     exe = kiln.compile(TRANSPOSED.format(A=s(A), B=s(B), C=s(C), T=s(T), dims=dims, perm=perm,
                                          R=results, ret=ret))
-    assert "kiln_blas_sgemm" in exe.ir("codegen")
+    assert calls_library_gemm(exe.ir("codegen"))
     fused = exe.ir("fuse")
     assert ("linalg.generic" in fused) == (both or not folds)  # the transposing copy is gone
     a = rng.standard_normal(A).astype(np.float32)
@@ -197,8 +197,7 @@ def general(lhs, rhs, out, dims, a_type, b_type, out_type):
 
 def call_list(exe) -> list[str]:
     """The BLAS routines the program calls, one entry per call site (thread control aside)."""
-    return [c for c in re.findall(r"call @(kiln_blas_\w+)\(", exe.ir("codegen"))
-            if c != "kiln_blas_set_threads"]
+    return product_calls(exe.ir("codegen"), r"(kiln_blas_\w+)")
 
 
 def calls(exe) -> set[str]:

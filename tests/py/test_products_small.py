@@ -3,13 +3,13 @@ large f32 gemv calls go to instead of OpenBLAS's sgemv, and runtime/kiln_sgemm_s
 products with few rows go to), called directly and through compiled programs, and products of every precision over odd, transposed
 and batched shapes, against numpy in float64 (integers bit-exact)."""
 import ctypes
-import re
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 import kiln
+from product_calls import product_calls
 from kiln.lowering.codegen import blas_library
 from kiln.native import runtime_library
 
@@ -111,8 +111,8 @@ def dot(lhs, rhs, out, dims, a_type, b_type=None, out_type=None):
 
 def callees(exe) -> set[str]:
     """The product routines the compiled program calls (thread control aside)."""
-    return set(re.findall(r"call @(kiln_blas_\w+|kiln_sgemv|kiln_sgemm_small|kiln_gemm_[a-z]\w+)\(",
-                          exe.ir("codegen"))) - {"kiln_blas_set_threads"}
+    return set(product_calls(exe.ir("codegen"),
+                             r"(kiln_blas_\w+|kiln_sgemv|kiln_sgemm_small|kiln_gemm_[a-z]\w+)"))
 
 
 @pytest.mark.skipif(blas_library() is None, reason="products stay loops without OpenBLAS")

@@ -108,12 +108,15 @@ def thread_control() -> bool:
 
 def bind_thread_control() -> None:
     """Point the runtime's `kiln_blas_set_threads` (runtime/kiln_parallel.c), which wraps
-    the library's setter in counted scopes, at the library: once, before compiled code that
-    calls it is loaded into this process."""
+    the library's setter in counted scopes, and its pooled products (GEMM_POOLED) at the
+    library: once, before compiled code that calls them is loaded into this process."""
     setter = _thread_setter()
     if setter is not None:
         from .custom_call import runtime
         runtime().KilnBindBlasThreads(setter)
+        symbols = jit_symbols()
+        runtime().KilnBindBlasGemm(symbols[Blas.gemm("f32")], symbols[Blas.gemm("f64")],
+                                   ctypes.c_int32(blas().int_type == "i64"))
 
 
 def has_routine(kind: str, routine: str = "gemm") -> bool:
@@ -133,6 +136,9 @@ GEMM_I8_I32 = "kiln_gemm_i8_i32"
 SGEMV_F32 = "kiln_sgemv"
 # ... and f32 products with few rows (runtime/kiln_sgemm_small.c).
 SGEMM_SMALL_F32 = "kiln_sgemm_small"
+# ... and large f32/f64 products in pieces on its pool, each on the library's one-thread
+# kernel (runtime/kiln_gemm_pooled.c; cblas_?gemm's row-major interface, int64 sizes).
+GEMM_POOLED = {"f32": "kiln_sgemm_pooled", "f64": "kiln_dgemm_pooled"}
 
 
 @functools.lru_cache(maxsize=None)

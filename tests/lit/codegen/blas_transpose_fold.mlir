@@ -9,7 +9,7 @@
 // CHECK: linalg.contract indexing_maps = [#{{.*}}, #{{.*}}, #[[OUT]]]
 // CHECK-NOT: linalg.generic
 // CHECK: return
-// CALL: call @kiln_blas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %c80_i64, %c96_i64, %c256_i64,
+// CALL: call @kiln_sgemm_pooled(%{{.*}}, %{{.*}}, %{{.*}}, %c80_i64, %c96_i64, %c256_i64,
 func.func @main(%a: tensor<256x96xf32>, %b: tensor<256x80xf32>) -> tensor<80x96xf32> {
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [0] x [0] : (tensor<256x96xf32>, tensor<256x80xf32>) -> tensor<96x80xf32>
   %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<96x80xf32>) -> tensor<80x96xf32>

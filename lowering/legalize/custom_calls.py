@@ -502,15 +502,26 @@ def lower_custom_call(op: ir.Operation, module: ir.Module) -> None:
     index = ir.IndexType.get()
     with ir.InsertionPoint(op), op.location:
         # Operands in memory order and signless, as buffers (None for tokens: no data).
-        buffers = []
+        # Every operand's tensor is computed before the first becomes a buffer: bufferization
+        # sees an operand read only at its to_buffer, not at the call that reads the memory
+        # later, so a transpose computed between two to_buffers could be written into the
+        # buffer of the operand before it (trsm's two column-major 3x3 operands both landed
+        # in the result's buffer: the call read B for A).
+        staged = []
         for v, perm in zip(leaf_values, operand_perms):
             if _is_token(v.type):
-                buffers.append(None)
+                staged.append(None)
                 continue
             if perm:
                 v = _transpose(v, perm)
             t = ir.RankedTensorType(v.type)
-            v = _bitcast(v, _signless(t.element_type))
+            staged.append(_bitcast(v, _signless(t.element_type)))
+        buffers = []
+        for v in staged:
+            if v is None:
+                buffers.append(None)
+                continue
+            t = ir.RankedTensorType(v.type)
             to_buffer = bufferization.ToBufferOp(
                 ir.MemRefType.get(t.shape, _signless(t.element_type)), v, read_only=True)
             # One-shot bufferization sees this read only where the op stands; if CSE merged it

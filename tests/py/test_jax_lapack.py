@@ -238,6 +238,29 @@ def test_batched_linear_algebra_end_to_end(rng, dtype):
         close(g, w, dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64])
+def test_operands_of_one_shape_reach_the_target_apart(rng, dtype):
+    """Two column-major operands of the same shape (a square right-hand side) each reach the
+    target as their own buffer: both once landed in the result's buffer, so trsm read B for A
+    (JAX's linalg_test testQr, the jvp of a QR, found it)."""
+    import kiln
+    import jax.numpy as jnp
+
+    def qr_and_mul(a):
+        q, r = jnp.linalg.qr(a, mode="complete")
+        return q @ r
+    programs = [  # each on its own: the solve's result is the program's
+        lambda r, b: lax.linalg.triangular_solve(r, b, left_side=True, lower=False),
+        lambda r, b: lax.linalg.triangular_solve(r.T, b, left_side=False, lower=True,
+                                                 transpose_a=True, conjugate_a=True),
+        lambda r, b: jax.jvp(qr_and_mul, (b,), (r,))[1],
+    ]
+    r = np.triu(rand(rng, (3, 3), dtype)) + 3 * np.eye(3, dtype=dtype)
+    b = rand(rng, (3, 3), dtype)
+    for f in programs:
+        close(kiln.jit(f)(r, b), jax.jit(f)(r, b), dtype)
+
+
 # -- the rest of jaxlib's CPU targets: eig, Schur, Hessenberg, tridiagonal, gtsv, geqp3, ormqr ----
 def test_every_jaxlib_cpu_lapack_target_is_built_in():
     """Kiln's table covers jaxlib's own registrations (the names XLA:CPU links)."""

@@ -500,20 +500,47 @@ python_error:
   return kiln_pjrt_python_error("execute (arguments)");
 }
 
-/* Donated arguments are consumed by a run (as XLA reuses their memory): their buffers are
- * deleted for the framework, unless it asked to keep them (non_donatable_input_indices). */
-static void consume_donations(const KilnProgram *program,
-                              const PJRT_LoadedExecutable_Execute_Args *args) {
+/* Whether a run consumes argument `parameter`: JAX donated it and did not ask to keep it
+ * (non_donatable_input_indices). */
+static bool consumes(const KilnProgram *program, const PJRT_LoadedExecutable_Execute_Args *args,
+                     int64_t parameter) {
+  bool donated = false;
+  for (size_t i = 0; i < program->num_donated; i++) donated |= program->donated[i] == parameter;
+  if (!donated || parameter < 0 || (size_t)parameter >= args->num_args) return false;
   const PJRT_ExecuteOptions *options = args->options;
+  if (options != NULL && KILN_PJRT_HAS_FIELD(PJRT_ExecuteOptions, options,
+                                             num_non_donatable_input_indices))
+    for (size_t k = 0; k < options->num_non_donatable_input_indices; k++)
+      if (options->non_donatable_input_indices[k] == parameter) return false;
+  return true;
+}
+
+/* A consumed argument's buffer passed again in the same run (f(x, x) with x donated): XLA
+ * refuses the run, since the run would read memory it also reuses. */
+static PJRT_Error *check_donations(const KilnProgram *program,
+                                   const PJRT_LoadedExecutable_Execute_Args *args) {
   for (size_t i = 0; i < program->num_donated; i++) {
     int64_t parameter = program->donated[i];
-    if (parameter < 0 || (size_t)parameter >= args->num_args) continue;
-    bool kept = false;
-    if (options != NULL && KILN_PJRT_HAS_FIELD(PJRT_ExecuteOptions, options,
-                                               num_non_donatable_input_indices))
-      for (size_t k = 0; k < options->num_non_donatable_input_indices; k++)
-        kept |= options->non_donatable_input_indices[k] == parameter;
-    if (kept) continue;
+    if (!consumes(program, args, parameter)) continue;
+    for (size_t d = 0; d < args->num_devices; d++)
+      for (size_t a = 0; a < args->num_args; a++)
+        if ((int64_t)a != parameter &&
+            args->argument_lists[d][a] == args->argument_lists[d][parameter])
+          return kiln_pjrt_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                                 "PJRT_LoadedExecutable_Execute: argument %lld is donated and "
+                                 "also passed as argument %zu: a donated buffer cannot be used "
+                                 "twice in one call", (long long)parameter, a);
+  }
+  return NULL;
+}
+
+/* Donated arguments are consumed by a run (as XLA reuses their memory): their buffers are
+ * deleted for the framework. */
+static void consume_donations(const KilnProgram *program,
+                              const PJRT_LoadedExecutable_Execute_Args *args) {
+  for (size_t i = 0; i < program->num_donated; i++) {
+    int64_t parameter = program->donated[i];
+    if (!consumes(program, args, parameter)) continue;
     for (size_t d = 0; d < args->num_devices; d++)
       atomic_store(&args->argument_lists[d][parameter]->deleted, true);
   }
@@ -547,6 +574,8 @@ PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
                                "PJRT_LoadedExecutable_Execute: argument %zu of device %zu %s", a,
                                d, buffer ? "was deleted (or donated)" : "is missing");
     }
+  PJRT_Error *twice = check_donations(program, args);
+  if (twice != NULL) return twice;
   if (!python_usable())
     return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
                            "Kiln's PJRT plugin runs programs through Kiln's Python, which is "

@@ -297,6 +297,10 @@ def main(argv=None) -> int:
     parser.add_argument("--kiln-dut", default="cpu",
                         help="JAX_TEST_DUT on Kiln: the device JAX's tests take Kiln for "
                              "(default cpu; '' for Kiln's platform name)")
+    parser.add_argument("--kiln-platforms", default="kiln",
+                        help="JAX_PLATFORMS on Kiln's side (default kiln; 'kiln,cpu' also gives "
+                             "JAX the CPU backend some of its internals place host values on, "
+                             "with Kiln still the default device)")
     parser.add_argument("--reuse-cpu", type=Path, metavar="JSON",
                         help="the CPU side's passes from an earlier --json (same jax, same "
                              "--cases) instead of running JAX's CPU backend again")
@@ -317,6 +321,7 @@ def main(argv=None) -> int:
     base_env = dict(os.environ, JAX_NUM_GENERATED_CASES=str(args.cases), PYTHONUNBUFFERED="1")
     summary = environment_summary(str(args.cases))
     summary["kiln_JAX_TEST_DUT"] = args.kiln_dut
+    summary["kiln_JAX_PLATFORMS"] = args.kiln_platforms
     reused = reused_cpu_results(args.reuse_cpu, summary) if args.reuse_cpu else {}
     results: dict[str, dict[str, Outcomes]] = collections.defaultdict(dict)
     rows: dict[str, dict] = {}
@@ -335,8 +340,9 @@ def main(argv=None) -> int:
         if platform == "cpu" and name in reused:
             outcome = reused[name]
         else:
-            outcome = run_file(args.tests_dir, name, platform, args.select, args.timeout,
-                               args.test_timeout, env)
+            outcome = run_file(args.tests_dir, name,
+                               args.kiln_platforms if platform == "kiln" else platform,
+                               args.select, args.timeout, args.test_timeout, env)
         with lock:
             results[name][platform] = outcome
             print(f"{name} [{platform}]: {len(outcome.passed)} passed, {len(outcome.failed)} "

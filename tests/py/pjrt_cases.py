@@ -126,8 +126,23 @@ def donation_case() -> dict:
         reuse = "no error"
     except Exception as exc:  # noqa: BLE001 - the test looks at the text
         reuse = f"{type(exc).__name__}: {exc}"
+    z = jnp.arange(4.0)
+    try:  # the donated buffer passed twice in one call: refused, as XLA refuses it
+        f(z, z)
+        twice = "no error"
+    except Exception as exc:  # noqa: BLE001 - the test looks at the type and text
+        twice = f"{type(exc).__name__}: {exc}"
+    try:  # a misspelt compiler option is refused; XLA's own (xla_*) are taken
+        jax.jit(lambda v: v + 1, compiler_options={"exec_time_compilation_effort": 0.0})(z)
+        misspelt = "no error"
+    except Exception as exc:  # noqa: BLE001
+        misspelt = f"{type(exc).__name__}: {exc}"
+    xla_option = np.asarray(jax.jit(lambda v: v * 3, compiler_options={
+        "xla_embed_ir_in_executable": True, "xla_dump_max_hlo_modules": 2})(z))
     return {"x_deleted": np.array(x.is_deleted()), "y_deleted": np.array(y.is_deleted()),
-            "a": np.asarray(a), "b": np.asarray(b), "reuse": np.array(reuse)}
+            "a": np.asarray(a), "b": np.asarray(b), "reuse": np.array(reuse),
+            "twice": np.array(twice), "twice_z_alive": np.array(not z.is_deleted()),
+            "misspelt": np.array(misspelt), "xla_option": xla_option}
 
 
 def native_case() -> dict:

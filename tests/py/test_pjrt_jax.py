@@ -80,6 +80,13 @@ def test_donated_arguments_are_consumed(kiln_results):
     np.testing.assert_array_equal(kiln_results["donation/a"], np.arange(4.0) + 1)
     np.testing.assert_array_equal(kiln_results["donation/b"], np.arange(4.0) * 2)
     assert "deleted" in str(kiln_results["donation/reuse"])
+    twice = str(kiln_results["donation/twice"])
+    # INVALID_ARGUMENT, as XLA's; JAX raises it as JaxRuntimeError or ValueError by call path
+    assert "INVALID_ARGUMENT" in twice and "donated buffer cannot be used twice" in twice
+    assert bool(kiln_results["donation/twice_z_alive"])   # refused before anything ran
+    assert "No such compile option: 'exec_time_compilation_effort'" in \
+        str(kiln_results["donation/misspelt"])
+    np.testing.assert_array_equal(kiln_results["donation/xla_option"], np.arange(4.0) * 3)
 
 
 def test_plain_programs_run_without_python_and_a_stopped_run_explains(kiln_results):

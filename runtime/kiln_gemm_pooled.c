@@ -2,17 +2,17 @@
  * (lowering/codegen/blas.py routes every real product of at least PARALLEL_MACS
  * multiply-adds here instead of calling the BLAS library directly).
  *
- * On an idle machine the library's own threads are fastest: they share packed panels, and
- * win by 15-50% on mid-sized products (2-core VM, 256^3 to 1024^3), so the call goes
- * straight to it. But those threads split a product statically and hand work over by
- * spinning: with another process on the cores, a spinning thread and the one it waits for
- * share a core and every product waits for its slowest piece (a flax transformer's training
- * step beside one busy process on the 2-core VM: median 17 ms, against 12 ms below). So
- * when other processes have kept the cores busy lately (cores_shared; KILN_SHARED_CORES=1
- * or 0 fixes the answer), the output is cut into more pieces than there are threads,
- * claimed one at a time from Kiln's pool (kiln_parallel.c), each piece the library's
- * one-thread kernel: a thread the system takes off its core holds up one piece, and the
- * others take the rest.
+ * The library's own threads split a product statically and hand work over by spinning. With
+ * another process on the cores, a spinning thread and the one it waits for share a core and
+ * every product waits for its slowest piece; and even alone, a thread spinning after a product
+ * keeps Kiln's pool off its core for the elementwise work that follows. So the product is cut
+ * into about two pieces per thread, claimed one at a time from Kiln's pool (kiln_parallel.c,
+ * whose idle workers sleep), each the library's one-thread kernel: a thread the system takes
+ * off its core holds up one piece, and the others take the rest (a flax transformer's
+ * training step on the 2-core VM: 12.5 -> 8.3 ms alone, 24.1 -> 16.9 ms beside a busy
+ * process). Only very large products on an idle machine (LIBRARY_THREADS_MACS; nothing else
+ * ran lately, cores_shared) go to the library's threads, whose shared packing wins there.
+ * KILN_SHARED_CORES=1 or 0 fixes the answer of cores_shared.
  *
  * Pieces are blocks of C, each the same cblas_?gemm call on sub-matrices; each packs its rows
  * of A and its columns of B again, which is why the grid packs the least it can and a piece
@@ -38,6 +38,11 @@ enum { ROW_MAJOR = 101, NO_TRANS = 111 };
 #define MIN_PIECE_MACS (1 << 18)   /* below this a piece's packing overhead shows (~5%) */
 #define MIN_PIECE_SIDE 64          /* rows and columns of C per piece, at least */
 #define PIECES_PER_THREAD 2        /* a preempted thread holds up half its share */
+/* On an idle machine, products this large go to the library's threads, whose shared packing
+ * wins there (1024^3: 13 ms against 16-20 ms in pieces on the 2-core VM); smaller ones run in
+ * pieces even then, since the library's threads spin after each product and keep Kiln's pool
+ * off a core for the elementwise work that follows (a training step 12.5 -> 8.3 ms). */
+#define LIBRARY_THREADS_MACS (1ll << 29)
 
 int32_t kiln_blas_set_threads(int32_t threads);   /* kiln_parallel.c: counted scopes */
 
@@ -213,16 +218,14 @@ void KilnPooledProductStats(int64_t* stats) {
 }
 
 static void pooled(gemm_job* j) {
-  if (!cores_shared()) {
+  /* (MNK)^2 = (MK)(KN)(MN), three buffers of under 2^40 elements each: no overflow */
+  int64_t macs = j->M * j->N * j->K;
+  if (macs >= LIBRARY_THREADS_MACS && !cores_shared()) {
     atomic_fetch_add_explicit(&on_library_threads, 1, memory_order_relaxed);
-    /* an idle machine: the library's own threads share its packed panels and win by
-     * 15-50% on mid-sized products (2-core VM, 256^3 to 1024^3) */
     library_call(j, 0, j->M, 0, j->N);
     return;
   }
   int64_t threads = KilnNumThreads();
-  /* (MNK)^2 = (MK)(KN)(MN), three buffers of under 2^40 elements each: no overflow */
-  int64_t macs = j->M * j->N * j->K;
   int64_t target = threads * PIECES_PER_THREAD;
   if (target > macs / MIN_PIECE_MACS) target = macs / MIN_PIECE_MACS;
   if (threads >= 2 && target >= 2) choose_grid(j, target);

@@ -97,9 +97,10 @@ VARIABLES: tuple[Variable, ...] = (
              RUNTIME, default_text="the number of online CPUs"),
     Variable("KILN_SPIN_US", None, "microseconds an idle pool thread spins before it sleeps "
              "(`0`: sleep at once)", RUNTIME, default_text="the runtime's built-in spin time"),
-    Variable("KILN_SHARED_CORES", None, "whether large matrix products assume other processes "
-             "share the cores: `1` runs them in pieces on the runtime's pool, `0` on the BLAS "
-             "library's own threads", RUNTIME,
+    Variable("KILN_SHARED_CORES", None, "whether the largest matrix products (2^29 "
+             "multiply-adds and up) assume other processes share the cores: `1` runs them in "
+             "pieces on the runtime's pool like smaller ones, `0` on the BLAS library's own "
+             "threads", RUNTIME,
              default_text="measured: pieces while other processes kept the cores busy lately"),
     Variable("KILN_POOL_MB", "512", "megabytes of freed temporary buffers the runtime keeps "
              "for reuse", RUNTIME),

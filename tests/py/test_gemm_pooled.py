@@ -1,7 +1,7 @@
-"""Large f32/f64 products through the runtime's pooled entry (runtime/kiln_gemm_pooled.c):
-on the library's own threads (an idle machine) and in pieces on Kiln's pool (a busy one),
-the same results as numpy for every layout, odd sizes and batches. KILN_SHARED_CORES fixes
-the choice for a process, so each runs in a subprocess of its own (pooled_steps below)."""
+"""Large f32/f64 products through the runtime's pooled entry (runtime/kiln_gemm_pooled.c): in
+pieces on Kiln's pool, and (the largest, on an idle machine) on the library's own threads, the
+same results as numpy for every layout, odd sizes and batches. KILN_SHARED_CORES fixes the
+idle/busy answer for a process, so each runs in a subprocess of its own (STEPS below)."""
 from __future__ import annotations
 
 import json
@@ -57,13 +57,18 @@ print(json.dumps({"library_threads": stats[0], "pieces": stats[1]}))
 '''
 
 
-# one call per product, one product per batch element, in f32 and in f64
-CALLS = 2 * sum(lhs[0] if len(lhs) == 3 else 1 for lhs, *_ in CASES)
+# 2^29 multiply-adds: the size from which an idle machine's products go to the library's threads
+LARGEST = [((1024, 512), (512, 1024), "contracting_dims = [1] x [0]", "mk,kn->mn")]
 
 
-def run_steps(shared: str, threads: str) -> dict:
+def calls(cases) -> int:
+    """One call per product, one product per batch element, in f32 and in f64."""
+    return 2 * sum(lhs[0] if len(lhs) == 3 else 1 for lhs, *_ in cases)
+
+
+def run_steps(shared: str, threads: str, cases=CASES) -> dict:
     env = dict(os.environ, KILN_SHARED_CORES=shared, KILN_NUM_THREADS=threads)
-    proc = subprocess.run([sys.executable, "-c", STEPS, json.dumps(CASES)], env=env,
+    proc = subprocess.run([sys.executable, "-c", STEPS, json.dumps(cases)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
@@ -72,10 +77,10 @@ def run_steps(shared: str, threads: str) -> dict:
 @pytest.mark.parametrize("threads", ["2", "3"])
 def test_products_in_pieces_match_numpy(threads):
     # a pool of 2 or 3 threads whatever the machine's cores: every grid shape gets cut
-    seen = run_steps("1", threads)
-    assert seen == {"library_threads": 0, "pieces": CALLS}
+    seen = run_steps("1", threads, CASES + LARGEST)
+    assert seen == {"library_threads": 0, "pieces": calls(CASES + LARGEST)}
 
 
-def test_products_on_the_library_threads_match_numpy():
-    seen = run_steps("0", "2")
-    assert seen == {"library_threads": CALLS, "pieces": 0}
+def test_the_largest_products_on_an_idle_machine_take_the_library_threads():
+    seen = run_steps("0", "2", CASES + LARGEST)
+    assert seen == {"library_threads": calls(LARGEST), "pieces": calls(CASES)}

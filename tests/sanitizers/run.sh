@@ -16,7 +16,7 @@ flags=(-O1 -g -fPIC -fno-omit-frame-pointer -fsanitize=address,undefined
        -fno-sanitize-recover=undefined -std=gnu11 -Wall -Iruntime/include)
 sources=(runtime/kiln_runtime.c runtime/kiln_parallel.c runtime/kiln_softfloat.c
          runtime/kiln_ffi.c runtime/kiln_gemm.c runtime/kiln_gemv.c runtime/kiln_sgemm_small.c
-         runtime/kiln_gpu_fibers.c)
+         runtime/kiln_gemm_pooled.c runtime/kiln_gpu_fibers.c)
 # The AMX kernels as CMakeLists.txt builds them: their own instruction sets, and
 # KILN_HAVE_AMX for the whole library when the compiler has them.
 amx=(-mamx-tile -mamx-bf16 -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512bf16 -mavx512vnni)
@@ -60,11 +60,11 @@ if [ ${#tests[@]} -eq 0 ] || [[ "${tests[0]}" == -* ]]; then   # no test paths: 
   # The runtime-facing tests: custom calls through the dispatcher (C targets, api_version
   # 1-3, tuples, failures), the typed FFI, the buffer pool and parallel-for, the run-time
   # bounds guards and the size limits (these run crashing reproducers in children, which
-  # inherit the sanitized runtime), and the PJRT plugin through its C table (compile,
-  # execute on the C path, buffers, events). Not JAX itself: in a process with jaxlib loaded,
+  # inherit the sanitized runtime), large products in pieces on the pool, and the PJRT plugin
+  # through its C table (compile, execute on the C path, buffers, events). Not JAX itself: in a process with jaxlib loaded,
   # ASan fails on its own ("unable to unmap", 2026-11-28) before any test runs.
   tests=(tests/py/test_custom_call.py tests/py/test_ffi.py tests/py/test_parallel_pool.py
          tests/py/test_runtime_bounds.py tests/py/test_size_limits.py
-         tests/py/test_pjrt_c_api.py -q -p no:xdist "$@")
+         tests/py/test_gemm_pooled.py tests/py/test_pjrt_c_api.py -q -p no:xdist "$@")
 fi
 python -m pytest "${tests[@]}"

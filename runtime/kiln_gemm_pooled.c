@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kiln_kernels.h"
@@ -43,8 +42,6 @@ enum { ROW_MAJOR = 101, NO_TRANS = 111 };
  * pieces even then, since the library's threads spin after each product and keep Kiln's pool
  * off a core for the elementwise work that follows (a training step 12.5 -> 8.3 ms). */
 #define LIBRARY_THREADS_MACS (1ll << 29)
-
-int32_t kiln_blas_set_threads(int32_t threads);   /* kiln_parallel.c: counted scopes */
 
 
 typedef void (*sgemm32)(int32_t, int32_t, int32_t, int32_t, int32_t, int32_t, float,
@@ -151,12 +148,6 @@ static void choose_grid(gemm_job* j, int64_t target) {
 #define SAMPLE_NS 200000000ull   /* 200 ms: 20 clock ticks per core at 100 Hz */
 #define OTHERS_BUSY 0.25
 
-static uint64_t monotonic_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 /* All cores' busy time and this process's CPU time, in seconds; 0 if unreadable. */
 static int cpu_times(double* all_busy, double* own) {
   FILE* f = fopen("/proc/stat", "r");
@@ -178,8 +169,8 @@ static int cpu_times(double* all_busy, double* own) {
 
 static int cores_shared(void) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  static uint64_t sampled_ns;
-  static double sampled_busy, sampled_own;
+  static _Atomic uint64_t sampled_ns;         /* read without the lock, written under it */
+  static double sampled_busy, sampled_own;    /* under the lock */
   static _Atomic int shared;
   static _Atomic int fixed = -1;   /* KILN_SHARED_CORES: 1 or 0 fixes the answer; -2: unset */
   int setting = atomic_load_explicit(&fixed, memory_order_relaxed);
@@ -189,19 +180,21 @@ static int cores_shared(void) {
     atomic_store_explicit(&fixed, setting, memory_order_relaxed);
   }
   if (setting >= 0) return setting;
-  uint64_t now = monotonic_ns();
-  if (now - sampled_ns < SAMPLE_NS || pthread_mutex_trylock(&lock) != 0)
+  if (kiln_now_ns() - atomic_load(&sampled_ns) < SAMPLE_NS || pthread_mutex_trylock(&lock) != 0)
     return atomic_load_explicit(&shared, memory_order_relaxed);
-  if (now - sampled_ns >= SAMPLE_NS) {
+  /* the clock again under the lock: a thread that sampled meanwhile wrote a later time than
+   * the one read above, and the difference must not wrap */
+  uint64_t now = kiln_now_ns(), last = atomic_load(&sampled_ns);
+  if (now - last >= SAMPLE_NS) {
     double busy = 0, own = 0;
     if (!cpu_times(&busy, &own)) {
       atomic_store_explicit(&shared, 1, memory_order_relaxed);
-    } else if (sampled_ns) {
+    } else if (last) {
       double others = (busy - sampled_busy) - (own - sampled_own);
-      double seconds = (double)(now - sampled_ns) * 1e-9;
+      double seconds = (double)(now - last) * 1e-9;
       atomic_store_explicit(&shared, others > OTHERS_BUSY * seconds, memory_order_relaxed);
     }
-    sampled_ns = now;
+    atomic_store(&sampled_ns, now);
     sampled_busy = busy;
     sampled_own = own;
   }
@@ -228,8 +221,7 @@ static void pooled(gemm_job* j) {
   int64_t threads = KilnNumThreads();
   int64_t target = threads * PIECES_PER_THREAD;
   if (target > macs / MIN_PIECE_MACS) target = macs / MIN_PIECE_MACS;
-  if (threads >= 2 && target >= 2) choose_grid(j, target);
-  else j->rows = j->cols = 1;
+  if (threads >= 2 && target >= 2) choose_grid(j, target);   /* else the 1 x 1 grid */
   if (j->rows * j->cols < 2) {
     pieces_body(j, 0, 1);
     return;

@@ -1,6 +1,6 @@
-/* What the runtime's compute kernels (kiln_gemm_amx.c, kiln_gemv.c, kiln_sgemm_small.c)
- * share: Kiln's thread pool (kiln_parallel.c) and the CPU feature check that picks their
- * AVX-512 paths at run time. */
+/* What the runtime's compute kernels (kiln_gemm_amx.c, kiln_gemv.c, kiln_sgemm_small.c,
+ * kiln_gemm_pooled.c) share: Kiln's thread pool and OpenBLAS thread scopes (kiln_parallel.c)
+ * and the CPU feature check that picks their AVX-512 paths at run time. */
 #ifndef KILN_KERNELS_H
 #define KILN_KERNELS_H
 
@@ -14,6 +14,11 @@ void kiln_parallel_for_then_spin(kiln_body body, void* ctx, int64_t n);
 /* Each of n pieces its own chunk; the workers spin after it (back-to-back products). */
 void kiln_parallel_pieces(kiln_body body, void* ctx, int64_t n);
 int64_t KilnNumThreads(void);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t kiln_now_ns(void);
+/* OpenBLAS's thread count in counted scopes: set(1) enters one, set(the returned value)
+ * leaves it (kiln_parallel.c). */
+int32_t kiln_blas_set_threads(int32_t threads);
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "kiln_invocation.h"
+#include "kiln_kernels.h"
 
 #define KILN_POOL_MIN (64u * 1024u)
 #define KILN_POOL_SLOTS 64
@@ -263,7 +264,7 @@ static int caller_sleeping;           /* the caller waits on job_done (under job
 static uint32_t epoch_of(uint64_t ticket) { return (uint32_t)(ticket >> 32); }
 static int64_t chunks_of(uint64_t ticket) { return (int64_t)((ticket >> 16) & 0xFFFF); }
 
-static uint64_t now_ns(void) {
+uint64_t kiln_now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
@@ -281,7 +282,7 @@ static int spin_until(int (*done)(const void*), const void* arg) {
   for (uint32_t i = 0;; i++) {
     if (done(arg)) return 1;
     if ((i & 31) == 0) {   /* the clock every 32 pauses: about a microsecond */
-      uint64_t t = now_ns();
+      uint64_t t = kiln_now_ns();
       if (!start) start = t;
       else if (t - start >= (uint64_t)spin_ns) return done(arg);
     }

@@ -59,8 +59,9 @@ MIN_CONV_MACS = 1 << 15
 # with the machine otherwise idle, threading pays off down to ~2^20 multiply-adds per call
 # (attention's 32 gemms of 512x512x64: 42-48 ms on one thread, 29-31 ms on two); with the
 # cores oversubscribed (two processes each running BLAS threads) its spinning hand-off costs
-# far more (60 ms vs 230 ms). Smaller calls (e.g. a convolution's per-row gemms) run on the
-# calling thread only.
+# far more (60 ms vs 230 ms). Products from this size on go through the runtime's pooled
+# entry (`_pooled`: in pieces on Kiln's pool); smaller calls (e.g. a convolution's per-row
+# gemms) run on the calling thread only.
 PARALLEL_MACS = 1 << 20
 
 # element size in bytes; real kinds
@@ -751,7 +752,8 @@ def _element(et: str) -> ir.Type:
 def _callee(plan, routine: str) -> tuple[str, ir.Type]:
     """The function a plan's `routine` call goes to, and the type it takes sizes in: a large
     f32 matrix-vector product goes to the runtime's `kiln_sgemv` (runtime/kiln_gemv.c: the
-    same interface, int64 sizes), everything else to the library. (The matrix is streamed once,
+    same interface, int64 sizes), a large real gemm to the runtime's pooled entry (`_pooled`),
+    everything else to the library. (The matrix is streamed once,
     which takes both cores; OpenBLAS's spinning hand-off between them loses 2-4x whenever
     anything else is runnable, the runtime's pool sleeps instead. Below PARALLEL_MACS both run
     on one thread and the library's kernel is as fast.)"""

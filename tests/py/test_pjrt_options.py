@@ -91,3 +91,24 @@ def test_cpu_rule_allowlist_names_real_primitives():
     cpu_rules = {p.name for p in mlir._platform_specific_lowerings["cpu"]}
     assert set(CPU_RULES) <= cpu_rules
     assert {"debug_callback", "debug_print"} & set(CPU_RULES) == set()
+
+
+def options_with(overrides) -> bytes:
+    options = xc.CompileOptions()
+    options.env_option_overrides = list(overrides.items())
+    return options.SerializeAsString()
+
+
+def test_compiler_options_are_checked_as_xla_checks_them():
+    """jax.jit(..., compiler_options=...): a name outside XLA's xla_* is refused, a bool
+    option's value is checked, XLA's own names are taken with a note that they do nothing."""
+    with pytest.raises(KilnError, match="No such compile option: 'invalid_key'"):
+        parse_compile_options(options_with({"invalid_key": "invalid_value"}), num_devices=1)
+    with pytest.raises(KilnError, match="'invalid_value' is not a valid bool value"):
+        parse_compile_options(options_with({"xla_embed_ir_in_executable": "invalid_value"}), 1)
+    with pytest.raises(KilnError, match="takes a bool"):
+        parse_compile_options(options_with({"xla_embed_ir_in_executable": 3}), 1)
+    with pytest.warns(UserWarning, match="'xla_dump_max_hlo_modules' has no effect"):
+        options = parse_compile_options(options_with({"xla_dump_max_hlo_modules": 200,
+                                                      "xla_embed_ir_in_executable": "true"}), 1)
+    assert options.device_ids == [0]

@@ -164,6 +164,11 @@ ACCEPTED: dict[str, Accepted] = {
     # dynamic rng's algorithm.
     "indices_of_shape_operands": _accepted(_INDICES, CUSTOM_CALL),
     "rng_algorithm": _accepted(_RNG_ALGORITHM, f"{CUSTOM_CALL} @stablehlo.dynamic_rng_bit_generator"),
+    # XLA's HLO -> MHLO import (torch_xla, TensorFlow) writes, on an op whose result layout
+    # is not the default, that layout (a minor-to-major permutation) and its HLO shape;
+    # neither changes the values, and Kiln chooses its own layouts.
+    "result_layout": _accepted(_INDICES, ANY_OP),
+    "xla_shape": _accepted(_STRING, ANY_OP),
     # Kiln's front ends (dialects/kiln.py): HLO import and the JAX export reader
     names.LAYOUT: _accepted(_STRING, ARGUMENT, RESULT),
     names.OPERAND_TREE: _accepted(_I32_ARRAY, CUSTOM_CALL),

@@ -243,8 +243,8 @@ def _ensure_registered() -> None:
 
 def _register_kiln_passes() -> None:
     """Every Kiln pass, in the order the CPU pipeline runs them."""
-    from . import (checks, dynamic_results, entry, fusion, guards, in_place, layouts, tuples,
-                   verify)
+    from . import (checks, dynamic_results, entry, fusion, guards, in_place, layouts,
+                   parallel_outputs, tuples, verify)
     from .codegen import blas, fastmath, interrupts, parallel
     from .codegen import invariant_loads, loop_hints
     from .legalize.convolutions import canonicalize_convolutions
@@ -379,6 +379,9 @@ def _register_kiln_passes() -> None:
     register("kiln-protect-contractions", "move large f32/f64 contractions out of reach of "
              "elementwise fusion (bf16/f16/integer ones widened to f32/f64 first, exactly)",
              blas.protect_contractions)
+    register("kiln-read-outputs-as-inputs", "all-parallel generics read what they read from "
+             "their outputs as inputs (fill values as scalars), so that upstream fusion cannot "
+             "add into one element from several iterations", parallel_outputs.read_outputs_as_inputs)
     register("kiln-fuse-shared-elementwise", "duplicate cheap elementwise producers with "
              "several users into each all-parallel consumer (XLA's fusion does too)",
              fusion.fuse_shared_elementwise)

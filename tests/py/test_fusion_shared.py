@@ -62,3 +62,24 @@ def test_float_dag_with_shared_values_matches_jax():
     # upstream's single-user fusion already does).
     for g, w in zip(got, jax.jit(f)(x)):
         np.testing.assert_array_max_ulp(g, np.asarray(w), maxulp=1)
+
+
+# torch_xla's nn.Upsample(scale_factor=2): an outer product (dot_general without contracting
+# dimensions: `out + a * b` over a zero fill) feeding a product with more loops. Upstream
+# fusion kept the outer product's output inside the fused loop nest and added into it once
+# per extra iteration (2x the value in the second channel) until kiln-read-outputs-as-inputs.
+OUTER_PRODUCT_INTO_A_WIDER_LOOP = """
+func.func @main(%u: tensor<8x1xf32>, %b: tensor<1x1x1x2x8x8xf32>) -> tensor<8x8x1x2xf32> {
+  %p = stablehlo.dot_general %u, %u, contracting_dims = [] x [], precision = [DEFAULT, DEFAULT] : (tensor<8x1xf32>, tensor<8x1xf32>) -> tensor<8x1x8x1xf32>
+  %0 = stablehlo.dot_general %p, %b, batching_dims = [2, 0] x [4, 5], contracting_dims = [3, 1] x [1, 2], precision = [DEFAULT, DEFAULT] : (tensor<8x1x8x1xf32>, tensor<1x1x1x2x8x8xf32>) -> tensor<8x8x1x2xf32>
+  return %0 : tensor<8x8x1x2xf32>
+}"""
+
+
+def test_an_outer_product_fused_into_a_wider_loop_is_computed_once(rng):
+    u = rng.standard_normal((8, 1)).astype(np.float32)
+    b = rng.standard_normal((1, 1, 1, 2, 8, 8)).astype(np.float32)
+    (got,) = kiln.compile(OUTER_PRODUCT_INTO_A_WIDER_LOOP)(u, b)
+    outer = u[:, 0][:, None] * u[:, 0][None, :]                      # [i, j]
+    want = np.einsum("ji,cij->ijc", outer, b[0, 0, 0])[:, :, None, :]  # [i, j, 0, c]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

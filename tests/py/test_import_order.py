@@ -26,6 +26,10 @@ USE = {
     "tensorflow": "import tensorflow as tf\nassert float(tf.reduce_sum(tf.ones(3))) == 3.0",
     "torch": "import torch\nassert float(torch.ones(3).sum()) == 3.0",
     "jax": "import jax.numpy as jnp\nassert float(jnp.ones(3).sum()) == 3.0",
+    # Not in CI's environment (torch_xla 2.9 needs torch 2.9): run this file as a script in
+    # one that has it (see the end of this file).
+    "torch_xla": ("import torch, torch_xla\n"
+                  "assert float(torch.ones(3, device=torch_xla.device()).sum().cpu()) == 3.0"),
 }
 
 # A program with a CHLO op (Kiln converts CHLO through jaxlib's MLIR when jax is there) and an
@@ -73,14 +77,19 @@ def _run(order, in_process: bool = True):
     missing = [n for n in order if n != "kiln" and importlib.util.find_spec(n) is None]
     if missing:
         pytest.skip(f"{', '.join(missing)} not installed")
+    result = _subprocess(order, in_process)
+    assert result.returncode == 0 and "all computed" in result.stdout, \
+        f"order {order}: exit {result.returncode}\n{result.stderr[-3000:]}"
+
+
+def _subprocess(order, in_process: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     if in_process:
         env["KILN_COMPILE_IN_PROCESS"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = subprocess.run([sys.executable, "-c", _script(order)], capture_output=True,
-                            text=True, env=env, timeout=600)
-    assert result.returncode == 0 and "all computed" in result.stdout, \
-        f"order {order}: exit {result.returncode}\n{result.stderr[-3000:]}"
+    env.setdefault("PJRT_DEVICE", "CPU")  # torch_xla's device
+    return subprocess.run([sys.executable, "-c", _script(order)], capture_output=True,
+                          text=True, env=env, timeout=600)
 
 
 # All three frameworks before Kiln (in two orders: the other, FRAMEWORKS then Kiln, is the
@@ -133,3 +142,14 @@ def test_importing_kiln_loads_torch_mlir_privately():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+if __name__ == "__main__":
+    # python tests/py/test_import_order.py tensorflow torch torch_xla jax kiln
+    # One order, in an environment with other frameworks than CI's (torch_xla's).
+    order = tuple(sys.argv[1:])
+    done = _subprocess(order, in_process=True)
+    print(f"{' '.join(order)}: {'computed' if done.returncode == 0 and 'all computed' in done.stdout else 'FAILED'}")
+    if done.returncode:
+        print(done.stderr[-3000:])
+    sys.exit(done.returncode)

@@ -125,6 +125,22 @@ def test_kept_attributes_of_the_wrong_kind_are_refused(module_attrs, match):
         kiln.compile(src, isolate=False)
 
 
+def test_layout_notes_of_xlas_hlo_import_are_kept_only_in_their_form():
+    """torch_xla's and TensorFlow's StableHLO carry XLA's `result_layout` and `xla_shape` on
+    ops whose layout is not the default: kept (they do not change the values), of their kind
+    only."""
+    note = '{result_layout = dense<[0, 1]> : tensor<2xindex>, xla_shape = "f32[3,2]{0,1}"}'
+    src = ("func.func @main(%x: tensor<2x3xf32>) -> tensor<3x2xf32> {\n"
+           f"  %0 = stablehlo.transpose %x, dims = [1, 0] {note} : (tensor<2x3xf32>) -> tensor<3x2xf32>\n"
+           "  return %0 : tensor<3x2xf32>\n}")
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(kiln.compile(src, isolate=False)(x)[0], x.T)
+    for bad, match in [("result_layout = \"{0,1}\"", "'result_layout' .* must be a 1-D integer"),
+                       ("xla_shape = 3 : i64", "'xla_shape' .* must be a string")]:
+        with pytest.raises(kiln.KilnError, match=match):
+            kiln.compile(src.replace(note, "{" + bad + "}"), isolate=False)
+
+
 def test_values_the_bindings_cannot_read_are_judged_without_reading_them():
     # A complex dense value aborts the process when the bindings read it (dialects/check.py):
     # the allowlist reads kinds through MLIR's C API instead.

@@ -74,6 +74,7 @@ class CpuTarget(Target):
         ]),
         Stage("fuse", "producer-consumer fusion of elementwise linalg ops (XLA: fusion)", [
             "kiln-protect-contractions",      # large products stay whole, for BLAS
+            "kiln-read-outputs-as-inputs",    # no output read: upstream fuses those wrongly
             "linalg-fuse-elementwise-ops",
             "kiln-fuse-shared-elementwise",   # cheap producers with several users, duplicated
             "linalg-fuse-elementwise-ops",

@@ -61,6 +61,7 @@ def gpu_stages(arch: str) -> list[Stage]:
         Stage("fuse", "producer-consumer fusion of elementwise linalg ops: one kernel each "
                       "(XLA: loop fusion)", [
             "kiln-gpu-dynamic-slices",        # offsets computed in the kernels
+            "kiln-read-outputs-as-inputs",    # no output read: upstream fuses those wrongly
             "linalg-fuse-elementwise-ops",
             "kiln-gpu-multi-output-fusion",   # producers used elsewhere too: one kernel
             "canonicalize",

@@ -1,5 +1,11 @@
 """Tuples at the entry boundary become flat lists of tensors (XLA flattens them the same way
-when it hands buffers to the runtime): numpy callers pass and receive leaves in order."""
+when it hands buffers to the runtime): numpy callers pass and receive leaves in order.
+
+Tokens at the entry boundary become empty bool arrays (`tensor<0xi1>`): a token carries no
+data, and that is what JAX passes for one (`np.array([], bool)`) and wraps as a `Token` when
+a jitted function returns one. Inside, a token argument is a fresh `stablehlo.after_all`
+(nothing to wait for: Kiln runs a program's side effects in order), and a token result is
+an empty constant."""
 from __future__ import annotations
 
 from torch_mlir import ir
@@ -38,6 +44,52 @@ def _unpack(value: ir.Value, loc) -> list[ir.Value]:
 
 def flatten_entry_tuples(module: ir.Module, entry: str | None) -> None:
     func = find_entry(module, entry)
+    _flatten_tuples(func)
+    _tokens_as_empty_arrays(func)
+
+
+def _is_token(t: ir.Type) -> bool:
+    return str(t) == "!stablehlo.token"
+
+
+def _tokens_as_empty_arrays(func: ir.Operation) -> None:
+    ftype = function_type(func)
+    if not any(_is_token(t) for t in list(ftype.inputs) + list(ftype.results)):
+        return
+    with func.location:
+        _replace_tokens(func, ftype)
+
+
+def _replace_tokens(func: ir.Operation, ftype: ir.FunctionType) -> None:
+    block = body_block(func)
+    loc = func.location
+    empty = ir.RankedTensorType.get([0], ir.IntegerType.get_signless(1))
+    token = next(t for t in list(ftype.inputs) + list(ftype.results) if _is_token(t))
+    inputs = list(ftype.inputs)
+    for i, t in enumerate(inputs):
+        if not _is_token(t):
+            continue
+        old = block.arguments[i]
+        with ir.InsertionPoint(block.operations[0]):
+            fresh = ir.Operation.create("stablehlo.after_all", results=[token], operands=[],
+                                        loc=loc).result
+        old.replace_all_uses_with(fresh)
+        old.set_type(empty)
+        inputs[i] = empty
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(inputs, list(ftype.results)))
+    ret = block.operations[len(block.operations) - 1].operation
+    if any(_is_token(v.type) for v in ret.operands):
+        with ir.InsertionPoint(ret):
+            values = [ir.Operation.create(
+                "stablehlo.constant", results=[empty], operands=[], loc=loc,
+                attributes={"value": ir.DenseElementsAttr.get_splat(
+                    empty, ir.IntegerAttr.get(ir.IntegerType.get_signless(1), 0))}).result
+                if _is_token(v.type) else v for v in ret.operands]
+        set_results(func, values)
+
+
+def _flatten_tuples(func: ir.Operation) -> None:
     ftype = function_type(func)
     if not any(str(t).startswith("tuple<") for t in list(ftype.inputs) + list(ftype.results)):
         return

@@ -8,7 +8,8 @@ make_torch_xla_files.py, with Kiln's environment added to its path, e.g. a file
 
     /tmp/torch-xla-env/bin/python tests/producers/sweep_torch_xla.py [NAME...]
 
-Each line says `ok`, `MISMATCH` (Kiln's result differs from PyTorch's), `KILN ERROR` (Kiln
+(nn.LSTM and nn.GRU are left out: torch.export refuses their flattened weights, and with
+torch_xla imported their eager run goes through torch_xla's scan.) Each line says `ok`, `MISMATCH` (Kiln's result differs from PyTorch's), `KILN ERROR` (Kiln
 refused or failed) or `EXPORT ERROR` (torch.export or torch_xla could not write the program:
 not Kiln's).
 """
@@ -60,7 +61,6 @@ CASES = {
  "instancenorm": (nn.InstanceNorm2d(4, affine=True), (r(2, 4, 5, 5),)),
  "batchnorm_train": (nn.BatchNorm2d(4).train(), (r(2, 4, 5, 5),)),
  "embedding": (nn.Embedding(10, 4), (torch.tensor([[1, 2, 9], [0, 3, 3]]),)),
- "lstm": (nn.LSTM(4, 6, batch_first=True), (r(2, 5, 4),)), "gru": (nn.GRU(4, 6, batch_first=True), (r(2, 5, 4),)),
  "conv1d": (nn.Conv1d(3, 5, 3, padding=1), (r(2, 3, 9),)), "conv3d": (nn.Conv3d(2, 3, 3), (r(1, 2, 5, 5, 5),)),
  "convT2d": (nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1), (r(1, 3, 6, 6),)),
  "grouped_conv": (nn.Conv2d(4, 8, 3, groups=2, dilation=2), (r(1, 4, 9, 9),)),

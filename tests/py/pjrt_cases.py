@@ -69,7 +69,17 @@ def cases():
         "cholesky": lambda: jnp.linalg.cholesky(spd),
         "solve": lambda: jnp.linalg.solve(spd, a[:4, :2]),
         "fft": lambda: jnp.fft.fft(a),
+        # tokens in and out of a jitted function: JAX passes an empty bool array for one and
+        # wraps what comes back as a Token
+        "tokens": lambda: _tokens(jax.jit(lambda t, x: (x * 2, jax.lax.after_all(t)))(
+            jax.lax.create_token(), a)),
     }
+
+
+def _tokens(outputs):
+    from jax._src import core
+    array, token = outputs
+    return array, np.asarray(isinstance(token, core.Token))
 
 
 def threads_case():

@@ -7,9 +7,13 @@ SIGINT, freeing its temporaries; the call then raises KeyboardInterrupt.
 
 Polls go where they cost nothing measurable and bound the wait: at the top of every
 `scf.while` body (the only loops whose trip count the program decides), and of every
-`scf.for` that has another loop inside it. Innermost `scf.for` loops get none, so that LLVM
-still vectorizes them; one pass over an innermost loop is short. Loops of one iteration
-(linalg's loops over unit dimensions) count as none: the loops around them poll.
+`scf.for` that has another loop inside it and enough work in one iteration: at least
+MIN_POLLED_WORK iterations of innermost loops (a trip count only known at run time counts as
+plenty). Innermost `scf.for` loops get none, so that LLVM still vectorizes them; one pass over
+an innermost loop is short. A loop whose iteration is a few short inner loops gets none
+either (a grouped convolution's loop over groups, each a vector of 8 channels: the call took
+as long as the work), and the loop around it polls. Loops of one iteration (linalg's loops
+over unit dimensions) count as none: the loops around them poll.
 
 A while loop whose body is a few scalar instructions (a `fori_loop` of tiny steps) would
 spend a good part of each iteration in the call, so it polls every POLL_EVERY iterations
@@ -25,6 +29,8 @@ from ..ir_util import constant_int, walk
 
 CHECK_SYMBOL = "kiln_check_interrupt"
 POLL_EVERY = 1024  # a power of two: the test is a mask
+MIN_POLLED_WORK = 256  # innermost iterations in one iteration of a loop that polls
+_UNKNOWN_TRIPS = 1 << 20  # a trip count known only at run time
 
 _LOOPS = ("scf.for", "scf.while", "scf.parallel", "scf.forall")
 # What makes an iteration long (or unbounded): loops, calls, copies of whole buffers.
@@ -44,7 +50,8 @@ def insert_interrupt_checks(module: ir.Module) -> None:
             else:
                 amortized.append((op, body))
         elif op.name == "scf.for" and not _runs_once(op) and \
-                any(inner.name in _LOOPS and not _runs_once(inner) for inner in walk(op)):
+                any(inner.name in _LOOPS and not _runs_once(inner) for inner in walk(op)) and \
+                _work(op.regions[0].blocks[0]) >= MIN_POLLED_WORK:
             every_iteration.append(op.regions[0].blocks[0])
     if not every_iteration and not amortized:
         return
@@ -55,6 +62,30 @@ def insert_interrupt_checks(module: ir.Module) -> None:
             _call_check()
     for loop, block in amortized:
         _poll_every(loop, block)
+
+
+def _trips(loop: ir.Operation) -> int:
+    if loop.name != "scf.for":
+        return _UNKNOWN_TRIPS
+    low, high, step = (constant_int(v) for v in list(loop.operands)[:3])
+    if None in (low, high, step) or step <= 0:
+        return _UNKNOWN_TRIPS
+    return max(0, -(-(high - low) // step))
+
+
+def _work(block: ir.Block) -> int:
+    """Innermost-loop iterations one pass through `block` runs (at least 1), capped."""
+    total = 0
+    for op in block.operations:
+        op = op.operation
+        if op.name in _LOOPS:
+            inner = max((_work(b) for r in op.regions for b in r.blocks), default=1)
+            total += _trips(op) * inner
+        elif len(op.regions):   # scf.if, index_switch: the longest way through
+            total += max((_work(b) for r in op.regions for b in r.blocks), default=0)
+        if total >= _UNKNOWN_TRIPS:
+            return _UNKNOWN_TRIPS
+    return max(total, 1)
 
 
 def _runs_once(loop: ir.Operation) -> bool:

@@ -9,9 +9,12 @@ make_torch_xla_files.py, with Kiln's environment added to its path, e.g. a file
     /tmp/torch-xla-env/bin/python tests/producers/sweep_torch_xla.py [NAME...]
 
 (nn.LSTM and nn.GRU are left out: torch.export refuses their flattened weights, and with
-torch_xla imported their eager run goes through torch_xla's scan.) Each line says `ok`, `MISMATCH` (Kiln's result differs from PyTorch's), `KILN ERROR` (Kiln
-refused or failed) or `EXPORT ERROR` (torch.export or torch_xla could not write the program:
-not Kiln's).
+torch_xla imported their eager run goes through torch_xla's scan.)
+
+Each line says `ok`, `MISMATCH` (Kiln's result differs from PyTorch's), `KILN ERROR` (Kiln
+refused or failed), `EXPORT ERROR` (torch.export or torch_xla could not write the program) or
+`EXPORT MISMATCH` (torch_xla's program computes something else than eager PyTorch, and Kiln
+what the program says); the last two are not Kiln's.
 """
 from __future__ import annotations
 
@@ -145,6 +148,15 @@ def run(name, model, args) -> str:
     bad = [i for i, (g, w) in enumerate(zip(got, want))
            if g.shape != w.shape or not np.allclose(g, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max())))]
     if bad or len(got) != len(want):
+        # Kiln may still compute exactly what torch_xla's program says, where the program
+        # differs from eager PyTorch: torch_xla's own run of it tells.
+        with torch.no_grad():
+            theirs = [to_numpy(t.cpu()).astype(np.float32) if t.dtype in (torch.bfloat16, torch.float16)
+                      else to_numpy(t.cpu()) for t in flat(program(*args))]
+        if len(theirs) == len(got) and all(g.shape == t.shape and np.allclose(g, t, rtol=tol, atol=tol)
+                                           for g, t in zip(got, theirs)):
+            return ("EXPORT MISMATCH: torch_xla's program differs from eager PyTorch; Kiln "
+                    "matches torch_xla's own run of it")
         return f"MISMATCH outputs {bad} of {len(want)}"
     return f"ok (compile {seconds:.1f} s)"
 

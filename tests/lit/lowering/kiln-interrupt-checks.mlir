@@ -65,11 +65,11 @@ func.func @main(%m: memref<8xf32>) {
 // CHECK-NEXT: scf.for
 // CHECK-NOT: kiln_check_interrupt
 // CHECK: return
-func.func @main(%n: i32, %m: memref<1x4x8xf32>) -> i32 {
+func.func @main(%n: i32, %m: memref<1x4x512xf32>) -> i32 {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
-  %c8 = arith.constant 8 : index
+  %c512 = arith.constant 512 : index
   %z = arith.constant 0.0 : f32
   %i0 = arith.constant 0 : i32
   %i1 = arith.constant 1 : i32
@@ -80,8 +80,8 @@ func.func @main(%n: i32, %m: memref<1x4x8xf32>) -> i32 {
   ^bb0(%i: i32):
     scf.for %a = %c0 to %c1 step %c1 {
       scf.for %b = %c0 to %c4 step %c1 {
-        scf.for %d = %c0 to %c8 step %c1 {
-          memref.store %z, %m[%a, %b, %d] : memref<1x4x8xf32>
+        scf.for %d = %c0 to %c512 step %c1 {
+          memref.store %z, %m[%a, %b, %d] : memref<1x4x512xf32>
         }
       }
     }
@@ -89,4 +89,32 @@ func.func @main(%n: i32, %m: memref<1x4x8xf32>) -> i32 {
     scf.yield %next : i32
   }
   return %0 : i32
+}
+
+// -----
+
+// A loop whose iteration is a short inner loop (a grouped convolution's loop over groups, a
+// vector of 8 channels each) does not poll: the call would cost as much as the work. The
+// loop around it, with 64 x 8 iterations inside, does.
+// CHECK-LABEL: func.func @main
+// CHECK: scf.for %{{.*}} = %c0 to %c100 step %c1 {
+// CHECK-NEXT: call @kiln_check_interrupt
+// CHECK-NEXT: scf.for %{{.*}} = %c0 to %c64 step %c1 {
+// CHECK-NOT: kiln_check_interrupt
+// CHECK: return
+func.func @main(%m: memref<100x64x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %c100 = arith.constant 100 : index
+  %z = arith.constant 0.0 : f32
+  scf.for %a = %c0 to %c100 step %c1 {
+    scf.for %b = %c0 to %c64 step %c1 {
+      scf.for %d = %c0 to %c8 step %c1 {
+        memref.store %z, %m[%a, %b, %d] : memref<100x64x8xf32>
+      }
+    }
+  }
+  return
 }

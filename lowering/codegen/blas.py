@@ -122,7 +122,7 @@ def protect_contractions(module: ir.Module) -> None:
         elif op.name in ("linalg.matmul", "linalg.batch_matmul") and "cast" not in op.attributes \
                 and len(op.results) == 1 \
                 and all(_float_kind(v.type) for v in op.operands) and _big_enough(op):
-            named.append(op)   # kept as they are, unless a transpose folds into them
+            named.append(op)
         elif op.name == "linalg.generic" and len(op.operands) == 3 and len(op.results) == 1 \
                 and linalg.isa_contraction_op(op) and _big_enough(op) \
                 and products.goes_to_kernel(op):
@@ -130,10 +130,11 @@ def protect_contractions(module: ir.Module) -> None:
         return ir.WalkResult.ADVANCE
     named = []
     module.operation.walk(visit)
-    for op in named:
-        folded = _fold_transpose(op)
-        if folded is not op:
-            todo.append(folded)
+    # Named products are protected too, folded or not: upstream's reshape propagation rewrites
+    # a named product whose input is a reshape into a generic (torch_xla's Linear layers take
+    # their input flattened), which elementwise fusion then reaches: torch_xla's ConvNeXt
+    # computed each GELU once per output column of the next product (24 s a call for 0.4).
+    todo.extend(_fold_transpose(op) for op in named)
     if not todo:
         return
     todo = [_fold_transpose(op) for op in todo]
@@ -145,7 +146,8 @@ def protect_contractions(module: ir.Module) -> None:
                                                [v.type for v in op.operands], [op.results[0].type])
             outlined.operation.attributes[_OUTLINED] = ir.UnitAttr.get()
             with ir.InsertionPoint(outlined.entry_block):
-                new = _contract(op, list(outlined.entry_block.arguments))
+                maps = None if "indexing_maps" in op.attributes else linalg.get_indexing_maps(op)
+                new = _contract(op, list(outlined.entry_block.arguments), maps=maps)
                 func.ReturnOp([new.results[0]])
             with ir.InsertionPoint(op):
                 call = func.CallOp([op.results[0].type], ir.FlatSymbolRefAttr.get(name),

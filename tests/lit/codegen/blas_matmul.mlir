@@ -1,12 +1,13 @@
 // RUN: kiln-opt %s --stage fuse | FileCheck %s --check-prefix=FUSE
 // RUN: kiln-opt %s --stage codegen | FileCheck %s
 
-// A large f32 matmul (a named linalg.matmul, or a pure linalg.contract for other dot_generals)
-// becomes a call of OpenBLAS's sgemm (numpy's bundled copy) (XLA:CPU calls a library for
-// dots too). The bias add is not fused into the product: the product stays a pure
-// linalg.contract through fusion. The zero fill before it becomes beta = 0.
+// A large f32 matmul (a named linalg.matmul, or any pure dot_general) becomes a call of
+// OpenBLAS's sgemm (numpy's bundled copy) (XLA:CPU calls a library for dots too). The bias
+// add is not fused into the product: the product stays a pure linalg.contract through fusion
+// (a named one too: upstream's reshape propagation would make it a generic fusion reaches).
+// The zero fill before it becomes beta = 0.
 // FUSE-LABEL: func.func @main
-// FUSE: linalg.matmul
+// FUSE: linalg.contract
 // FUSE: linalg.generic
 // FUSE-NOT: kiln_contraction
 

@@ -100,3 +100,22 @@ def test_corrupt_bytecode_is_a_located_error(tmp_path):
     path.write_bytes(bytecode()[:40])
     with pytest.raises(kiln.KilnError, match=r"bad.bc: cannot"):
         kiln.compile(path)
+
+
+def test_older_mlir_text_with_bit_packed_i1_constants():
+    """Older MLIR printed dense i1 hex 8 elements a byte (torch_xla's get_stablehlo_text:
+    Swin-T's attention masks); the bundled parser wants a byte an element."""
+    src = """func.func @main(%x: tensor<10xf32>) -> tensor<10xf32> {
+  %m = stablehlo.constant dense<"0x0502"> : tensor<10xi1>
+  %z = stablehlo.constant dense<0.0> : tensor<10xf32>
+  %0 = stablehlo.select %m, %x, %z : tensor<10xi1>, tensor<10xf32>
+  return %0 : tensor<10xf32>
+}"""
+    x = np.arange(1, 11, dtype=np.float32)
+    (got,) = kiln.compile(src)(x)
+    mask = np.zeros(10, bool)
+    mask[[0, 2, 9]] = True          # 0x05: elements 0 and 2; 0x02: element 8 + 1
+    np.testing.assert_array_equal(got, np.where(mask, x, 0))
+    # A byte an element (today's form) is read as it is.
+    today = src.replace('"0x0502"', '"0x' + "".join("01" if b else "00" for b in mask) + '"')
+    np.testing.assert_array_equal(kiln.compile(today)(x)[0], got)

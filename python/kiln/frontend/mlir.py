@@ -56,6 +56,9 @@ def _unreadable(exc: Exception, filename: str) -> KilnError:
 
 
 def parse_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
+    from . import older
+    if older.has_older_forms(text):
+        text = older.upgrade(text)
     with ctx, mlir_errors(filename, "cannot parse MLIR", text):
         return legalize_vhlo(ir.Module.parse(text), filename)
 

@@ -1,4 +1,4 @@
-"""Vectorizable f32 exp/tanh/log/log1p/sin/cos/tan and reassociable reductions (what XLA:CPU
+"""Vectorizable f32 exp/tanh/log/log1p/sin/cos/tan/erf and reassociable reductions (what XLA:CPU
 does).
 
 LLVM lowers `math.exp`/`math.tanh` to libm calls, one element at a time, which also keeps
@@ -24,9 +24,9 @@ Horner sums round at every step, undamped) and fails the StableHLO testdata's 3-
 gelu, f64 vectors holding half the lanes.
 tanh keeps tanh(+-inf) = +-1, tanh(-0.0) = -0.0, NaN -> NaN.
 
-sin/cos/tan and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are evaluated
-in f64 (widened.py): sin/cos/tan with exact table-driven range reduction, log1p by atanh's
-series; each within 0.503 ulp over every f32 input (measured; tests/py/test_fastmath_trig.py,
+sin/cos/tan, erf and log1p (the libm `log1pf` calls kiln-accurate-libm-calls makes) are
+evaluated in f64 (widened.py), erf within 0.52 ulp; sin/cos/tan with exact table-driven
+range reduction, log1p by atanh's series; each within 0.503 ulp over every f32 input (measured; tests/py/test_fastmath_trig.py,
 test_fastmath_log.py). f64 exp and log: f64math.py.
 
 Reductions: StableHLO leaves the order of a reduce's combinations to the implementation, so
@@ -178,7 +178,8 @@ def _trig(kernel):
 # it at 4: log1p_complex64_20_20).
 _APPROX = {"math.exp": _exp, "math.tanh": _tanh, "math.log": _log,
            "math.sin": _trig(widened.sin), "math.cos": _trig(widened.cos),
-           "math.tan": _trig(widened.tan), "math.log1p": _widened(widened.log1p)}
+           "math.tan": _trig(widened.tan), "math.log1p": _widened(widened.log1p),
+           "math.erf": _widened(widened.erf)}
 # libm calls kiln-accurate-libm-calls made of math ops (f32 only here)
 _CALLS = {"log1pf": _widened(widened.log1p)}
 # f64 exp/log (f64math.py): within 1 ulp, the rest of f64 math stays with libm

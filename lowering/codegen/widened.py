@@ -1,4 +1,4 @@
-"""f32 sin/cos/tan/log1p evaluated in f64, as plain vectorizable arithmetic (no libm call).
+"""f32 sin/cos/tan/log1p/erf evaluated in f64, as plain vectorizable arithmetic (no libm call).
 
 Why f64: a float's 24-bit result needs ~30 correct bits to round right almost always, and f64
 arithmetic gives ~50 with simple formulas, so these kernels are within 0.5 ulp plus a hair
@@ -28,6 +28,13 @@ rounding error c is kept and added back: log(1 + x) = log(u) + c/u, and u ~ 1 th
 x >= 2^53, where c/u is negligible),
 u = 2^e (1 + m) with 1 + m in [sqrt(1/2), sqrt(2)), and log(1 + m) = 2 atanh(m / (2 + m)) by its
 series; the one division is an f32 reciprocal refined in f64 (an f64 divide costs ~4x).
+
+erf (torch_xla's and TensorFlow's GELU call `mhlo.erf`; libm's erff kept the loop scalar:
+ConvNeXt-Tiny spent a third of its time in it): x P(x^2) for |x| < 2, a polynomial in |x| - 3
+for 2 <= |x| < 4, and +-1 beyond (erf(4) rounds to 1 in f32). The coefficients are least-squares
+fits of scipy's erf on 4,000 Chebyshev nodes of each interval (degree 10 in x^2: 1e-9
+relative; degree 12: 2e-10 absolute); every f32 result within 0.52 ulp (measured on a dense
+sweep, tests/py/test_fastmath_trig.py). erf(-0.0) = -0.0, +-inf -> +-1, NaN -> NaN.
 """
 from __future__ import annotations
 
@@ -244,5 +251,30 @@ def log1p(symbols: ir.Block, x):
     r = arith.select(b.cmp(arith.CmpFPredicate.OEQ, u, b.c(0.0)), b.c(float("-inf")), r)
     r = arith.select(b.cmp(arith.CmpFPredicate.OLT, u, b.c(0.0)), b.c(float("nan")), r)
     r = arith.select(b.cmp(arith.CmpFPredicate.OEQ, xd, b.c(float("inf"))), xd, r)
+    r = arith.select(b.cmp(arith.CmpFPredicate.UNO, xd, xd), xd, r)
+    return arith.truncf(b.f32, r)
+
+
+# erf(x) / x as a polynomial in x^2 on [0, 2), and erf(x) in x - 3 on [2, 4): highest power first
+_ERF_SMALL = [2.6475636683009895e-09, -8.247002222794286e-08, 1.2871011529809462e-06,
+              -1.3868567892240391e-05, 0.000118486406182015, -0.0008521953932095249,
+              0.005221869090599664, -0.02686519204772907, 0.11283768850530607,
+              -0.3761263695758352, 1.1283791669291077]
+_ERF_LARGE = [1.4443014258318536e-06, -9.467147864808735e-06, 1.7784385389353152e-05,
+              1.189712695245628e-05, -0.00013624808427098212, 0.0003918769024816785,
+              -0.0007375282143692484, 0.0010161499000331602, -0.0010444831436733034,
+              0.0007891516480001505, -0.0004177538390830741, 0.00013925119621472607,
+              0.9999779094488443]
+
+
+def erf(symbols: ir.Block, x):
+    b = F64Arith()
+    xd = arith.extf(b.f64, x)
+    a = math.absf(xd)
+    small = arith.mulf(xd, b.horner(arith.mulf(a, a), _ERF_SMALL))   # odd: keeps -0.0
+    large = arith.minimumf(b.horner(arith.subf(a, b.c(3.0)), _ERF_LARGE), b.c(1.0))
+    large = arith.select(b.cmp(arith.CmpFPredicate.OLT, a, b.c(4.0)), large, b.c(1.0))
+    r = arith.select(b.cmp(arith.CmpFPredicate.OLT, a, b.c(2.0)), small,
+                     math.copysign(large, xd))
     r = arith.select(b.cmp(arith.CmpFPredicate.UNO, xd, xd), xd, r)
     return arith.truncf(b.f32, r)

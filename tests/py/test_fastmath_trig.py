@@ -135,3 +135,32 @@ def test_half_precision_rounds_from_the_f32_kernel():
     x = np.linspace(-100, 100, 4001).astype(np.float16)
     (got,) = kiln.compile(unary("stablehlo.cosine", f"tensor<{x.size}xf16>"))(x)
     np.testing.assert_array_equal(got, np.cos(x.astype(np.float64)).astype(np.float16))
+
+
+ERF = """func.func @main(%x: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %0 = stablehlo.custom_call @mhlo.erf(%x) {{mhlo.attributes = {{}}, mhlo.version = 1 : i64}} : (tensor<{n}xf32>) -> tensor<{n}xf32>
+  return %0 : tensor<{n}xf32>
+}}"""
+
+
+def test_erf_is_within_0_52_ulp_without_libm(rng):
+    """torch_xla's GELU: `mhlo.erf` as arithmetic in f64 (widened.erf), not a call of erff per
+    element. Every binade, a dense sweep of [-4.5, 4.5] (both polynomials and their seams),
+    and IEEE special cases."""
+    from scipy.special import erf
+    grid = np.arange(0, 0x7F800000, 4099, dtype=np.uint32).view(np.float32)
+    dense = np.linspace(0, 4.5, 400_001, dtype=np.float32)
+    seams = np.float32([2.0, 4.0])
+    seams = np.concatenate([seams, np.nextafter(seams, np.float32(0)),
+                            np.nextafter(seams, np.float32(np.inf))])
+    x = np.concatenate([grid, dense, seams, rng.standard_normal(50_000).astype(np.float32)])
+    x = np.concatenate([x, -x])
+    exe = kiln.compile(ERF.format(n=x.size))
+    assert "erff" not in exe.ir("lower")
+    (got,) = exe(x)
+    assert ulps(got, erf(x.astype(np.float64))).max() <= 0.52
+    special = np.float32([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45])
+    (got,) = kiln.compile(ERF.format(n=special.size))(special)
+    np.testing.assert_array_equal(got[:4], [0.0, -0.0, 1.0, -1.0])
+    assert np.signbit(got[1]) and np.isnan(got[4])
+    np.testing.assert_array_equal(got[5:], erf(special[5:].astype(np.float64)).astype(np.float32))

@@ -85,6 +85,6 @@ def write(name: str, model: keras.Model, data: np.ndarray) -> None:
 
 
 if __name__ == "__main__":
-    keras.utils.set_random_seed(0)
     for name in sys.argv[1:] or MODELS:
+        keras.utils.set_random_seed(0)   # each model's own initialization
         write(name, *MODELS[name]())

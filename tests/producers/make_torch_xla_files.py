@@ -12,8 +12,8 @@ a newer CPU build of torch), so this runs in an environment of its own (several 
 build of torch is the only 2.9 wheel for x86-64):
 
     python -m venv /tmp/torch-xla-env
-    /tmp/torch-xla-env/bin/pip install torch_xla==2.9.0 torchvision==0.24.0
-    /tmp/torch-xla-env/bin/python tests/producers/make_torch_xla_files.py
+    /tmp/torch-xla-env/bin/pip install ".[torch-xla]"
+    /tmp/torch-xla-env/bin/python tests/producers/make_torch_xla_files.py [MODEL...]
 
 The files land in tests/producers/files/torch_xla/.
 """
@@ -121,6 +121,6 @@ def _argument_shape(argument: dict, inputs: tuple, saved: dict):
 
 
 if __name__ == "__main__":
-    torch.manual_seed(0)
     for name in sys.argv[1:] or MODELS:
+        torch.manual_seed(0)   # each model's own initialization, whichever are written
         write(name, *MODELS[name]())

@@ -1,10 +1,8 @@
 """A sweep of torch.nn modules, torch functions and torchvision models through torch_xla's
 StableHLO export, each run on Kiln and compared with PyTorch's eager result.
 
-Run it where torch_xla and Kiln are both importable: the torch_xla environment of
-make_torch_xla_files.py, with Kiln's environment added to its path, e.g. a file
-`kiln.pth` in its site-packages holding
-`import site; site.addsitedir("/path/to/kiln/.venv/lib/python3.11/site-packages")`:
+Run it in the environment of make_torch_xla_files.py (`pip install ".[torch-xla]"`, which has
+Kiln too):
 
     /tmp/torch-xla-env/bin/python tests/producers/sweep_torch_xla.py [NAME...]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from .ir_util import clone_ops
+from .ir_util import all_parallel, clone_ops, operand_segments
 
 
 MAX_PRODUCER_OPS = 64
@@ -56,7 +56,7 @@ def _drop_dead_generics(module: ir.Module) -> None:
     results dropped, when its body calls a function (libm's log1pf): MLIR cannot tell the
     call is pure, so the loop would still run, for nothing."""
     for op in _generics(module.operation):
-        if op.results or _segments(op)[1]:
+        if op.results or operand_segments(op)[1]:
             continue
         body = _body_ops(op)
         if all(not o.regions and (o.name.split(".")[0] in ("arith", "math", "linalg") or (
@@ -93,15 +93,6 @@ def _maps(op: ir.Operation) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
-def _segments(op: ir.Operation) -> tuple[int, int]:
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    return sizes[0], sizes[1]
-
-
-def _all_parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _body(op: ir.Operation) -> ir.Block:
     return op.regions[0].blocks[0]
 
@@ -116,10 +107,10 @@ def _is_identity(m: ir.AffineMap) -> bool:
 
 
 def _cheap_producer(producer: ir.Operation, result_index: int) -> bool:
-    if producer.name != "linalg.generic" or not _all_parallel(producer) or \
+    if producer.name != "linalg.generic" or not all_parallel(producer) or \
             len(producer.regions) != 1 or len(producer.regions[0].blocks) != 1:
         return False
-    n_in, n_out = _segments(producer)
+    n_in, n_out = operand_segments(producer)
     maps = _maps(producer)
     if not _is_identity(maps[n_in + result_index]):
         return False
@@ -148,9 +139,9 @@ def _owner(value: ir.Value) -> ir.Operation | None:
 
 
 def _fuse_into(consumer: ir.Operation) -> bool:
-    if not _all_parallel(consumer) or len(consumer.regions[0].blocks) != 1:
+    if not all_parallel(consumer) or len(consumer.regions[0].blocks) != 1:
         return False
-    n_in, n_out = _segments(consumer)
+    n_in, n_out = operand_segments(consumer)
     maps = _maps(consumer)
     operands = list(consumer.operands)
     for i in range(n_in):
@@ -177,8 +168,8 @@ def _fuse_into(consumer: ir.Operation) -> bool:
 
 
 def _fuse(producer: ir.Operation, result_index: int, consumer: ir.Operation, i: int) -> None:
-    p_in, _ = _segments(producer)
-    c_in, c_out = _segments(consumer)
+    p_in, _ = operand_segments(producer)
+    c_in, c_out = operand_segments(consumer)
     p_maps, c_maps = _maps(producer), _maps(consumer)
     p_operands, c_operands = list(producer.operands), list(consumer.operands)
     inputs = c_operands[:i] + c_operands[i + 1:c_in] + p_operands[:p_in]

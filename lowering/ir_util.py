@@ -63,6 +63,17 @@ def set_results(func: ir.Operation, values: list[ir.Value]) -> None:
         func.attributes["res_attrs"] = ir.ArrayAttr.get(old_attrs[:len(values)] + extra)
 
 
+def operand_segments(op: ir.Operation) -> tuple[int, int]:
+    """How many inputs and outputs a linalg structured op (generic, fill...) has."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    return sizes[0], sizes[1]
+
+
+def all_parallel(op: ir.Operation) -> bool:
+    """Whether every loop of a linalg.generic is parallel (no reduction)."""
+    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
+
+
 def walk(op: ir.Operation):
     """Every operation nested in `op` (pre-order), as ir.Operation."""
     for region in op.regions:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import tensor
 
-from .ir_util import clone_ops
+from .ir_util import all_parallel, clone_ops, operand_segments
 
 
 def read_outputs_as_inputs(module: ir.Module) -> None:
@@ -29,7 +29,7 @@ def read_outputs_as_inputs(module: ir.Module) -> None:
 
     def visit(op):
         op = op.operation
-        if op.name == "linalg.generic" and _all_parallel(op) and _reads_an_output(op):
+        if op.name == "linalg.generic" and all_parallel(op) and _reads_an_output(op):
             todo.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -38,19 +38,10 @@ def read_outputs_as_inputs(module: ir.Module) -> None:
         _rewrite(op)
 
 
-def _all_parallel(op: ir.Operation) -> bool:
-    return all("parallel" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
-def _segments(op: ir.Operation) -> tuple[int, int]:
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    return sizes[0], sizes[1]
-
-
 def _reads_an_output(op: ir.Operation) -> bool:
     if len(op.regions) != 1 or len(op.regions[0].blocks) != 1:
         return False
-    n_in, _ = _segments(op)
+    n_in, _ = operand_segments(op)
     return any(list(arg.uses) for arg in list(op.regions[0].blocks[0].arguments)[n_in:])
 
 
@@ -63,7 +54,7 @@ def _fill_value(value: ir.Value) -> ir.Value | None:
 
 
 def _rewrite(op: ir.Operation) -> None:
-    n_in, n_out = _segments(op)
+    n_in, n_out = operand_segments(op)
     operands = list(op.operands)
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     args = list(op.regions[0].blocks[0].arguments)

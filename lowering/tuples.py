@@ -54,39 +54,34 @@ def _is_token(t: ir.Type) -> bool:
 
 def _tokens_as_empty_arrays(func: ir.Operation) -> None:
     ftype = function_type(func)
-    if not any(_is_token(t) for t in list(ftype.inputs) + list(ftype.results)):
+    types = list(ftype.inputs) + list(ftype.results)
+    if not any(_is_token(t) for t in types):
         return
-    with func.location:
-        _replace_tokens(func, ftype)
-
-
-def _replace_tokens(func: ir.Operation, ftype: ir.FunctionType) -> None:
+    token = next(t for t in types if _is_token(t))
     block = body_block(func)
-    loc = func.location
-    empty = ir.RankedTensorType.get([0], ir.IntegerType.get_signless(1))
-    token = next(t for t in list(ftype.inputs) + list(ftype.results) if _is_token(t))
-    inputs = list(ftype.inputs)
-    for i, t in enumerate(inputs):
-        if not _is_token(t):
-            continue
-        old = block.arguments[i]
-        with ir.InsertionPoint(block.operations[0]):
-            fresh = ir.Operation.create("stablehlo.after_all", results=[token], operands=[],
-                                        loc=loc).result
-        old.replace_all_uses_with(fresh)
-        old.set_type(empty)
-        inputs[i] = empty
-    func.attributes["function_type"] = ir.TypeAttr.get(
-        ir.FunctionType.get(inputs, list(ftype.results)))
-    ret = block.operations[len(block.operations) - 1].operation
-    if any(_is_token(v.type) for v in ret.operands):
-        with ir.InsertionPoint(ret):
-            values = [ir.Operation.create(
-                "stablehlo.constant", results=[empty], operands=[], loc=loc,
-                attributes={"value": ir.DenseElementsAttr.get_splat(
-                    empty, ir.IntegerAttr.get(ir.IntegerType.get_signless(1), 0))}).result
-                if _is_token(v.type) else v for v in ret.operands]
-        set_results(func, values)
+    with func.location:
+        empty = ir.RankedTensorType.get([0], ir.IntegerType.get_signless(1))
+        inputs = list(ftype.inputs)
+        for i, t in enumerate(inputs):
+            if not _is_token(t):
+                continue
+            old = block.arguments[i]
+            with ir.InsertionPoint(block.operations[0]):
+                fresh = ir.Operation.create("stablehlo.after_all", results=[token]).result
+            old.replace_all_uses_with(fresh)
+            old.set_type(empty)
+            inputs[i] = empty
+        func.attributes["function_type"] = ir.TypeAttr.get(
+            ir.FunctionType.get(inputs, list(ftype.results)))
+        ret = block.operations[len(block.operations) - 1].operation
+        if any(_is_token(v.type) for v in ret.operands):
+            nothing = ir.DenseElementsAttr.get_splat(
+                empty, ir.IntegerAttr.get(ir.IntegerType.get_signless(1), 0))
+            with ir.InsertionPoint(ret):
+                values = [ir.Operation.create("stablehlo.constant", results=[empty],
+                                              attributes={"value": nothing}).result
+                          if _is_token(v.type) else v for v in ret.operands]
+            set_results(func, values)
 
 
 def _flatten_tuples(func: ir.Operation) -> None:

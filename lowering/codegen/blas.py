@@ -122,19 +122,17 @@ def protect_contractions(module: ir.Module) -> None:
         elif op.name in ("linalg.matmul", "linalg.batch_matmul") and "cast" not in op.attributes \
                 and len(op.results) == 1 \
                 and all(_float_kind(v.type) for v in op.operands) and _big_enough(op):
-            named.append(op)
+            # Protected too: upstream's reshape propagation rewrites a named product whose
+            # input is a reshape into a generic (torch_xla's Linear layers take their input
+            # flattened), which elementwise fusion then reaches: torch_xla's ConvNeXt computed
+            # each GELU once per output column of the next product (24 s a call for 0.4).
+            todo.append(op)
         elif op.name == "linalg.generic" and len(op.operands) == 3 and len(op.results) == 1 \
                 and linalg.isa_contraction_op(op) and _big_enough(op) \
                 and products.goes_to_kernel(op):
             todo.append(op)    # bf16 / 8-bit, for the runtime's AMX kernel
         return ir.WalkResult.ADVANCE
-    named = []
     module.operation.walk(visit)
-    # Named products are protected too, folded or not: upstream's reshape propagation rewrites
-    # a named product whose input is a reshape into a generic (torch_xla's Linear layers take
-    # their input flattened), which elementwise fusion then reaches: torch_xla's ConvNeXt
-    # computed each GELU once per output column of the next product (24 s a call for 0.4).
-    todo.extend(_fold_transpose(op) for op in named)
     if not todo:
         return
     todo = [_fold_transpose(op) for op in todo]

@@ -36,6 +36,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg, memref, scf
 
 from . import builders
+from ..ir_util import operand_segments
 from .loop_order import base_buffer, element_bytes, may_overlap
 
 # Partial results of a split reduction: enough chunks to balance two or more threads.
@@ -49,11 +50,6 @@ class SplitSizes:
 
 
 CPU_SPLIT = SplitSizes()
-
-
-def _segments(op: ir.Operation) -> tuple[int, int]:
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    return sizes[0], sizes[1]
 
 
 def _maps(op: ir.Operation) -> list[ir.AffineMap]:
@@ -108,7 +104,7 @@ def _innermost_reductions(op: ir.Operation) -> int:
         trailing += 1
     if trailing == 0 or _extents(op) is None or may_overlap(op):
         return 0
-    n_ins, n_outs = _segments(op)
+    n_ins, n_outs = operand_segments(op)
     if n_outs == 0:
         return 0
     # An input over an output's buffer would read the accumulator, which now lives in a
@@ -130,7 +126,7 @@ def _innermost_reductions(op: ir.Operation) -> int:
 def _emit_loops(op: ir.Operation) -> None:
     """At the insertion point: the loops of `op`, outer ones plain, the trailing reduction
     ones carrying the outputs; `op`'s body is moved into the innermost loop."""
-    n_ins, n_outs = _segments(op)
+    n_ins, n_outs = operand_segments(op)
     extents = _extents(op)
     n_dims = len(extents)
     outer = n_dims - _innermost_reductions(op)
@@ -243,7 +239,7 @@ _INT_IDENTITY = {"arith.addi": lambda w: 0, "arith.muli": lambda w: 1,
 def _full_reduction(op: ir.Operation, sizes: SplitSizes):
     """(combiner op, input type, N) for a large 1-input reduction of a whole contiguous
     buffer to a 0-d output whose body is combiner(accumulator, f(input)); else None."""
-    if op.name != "linalg.generic" or op.results or _segments(op) != (1, 1):
+    if op.name != "linalg.generic" or op.results or operand_segments(op) != (1, 1):
         return None
     iterators = [str(a) for a in op.attributes["iterator_types"]]
     if not iterators or any("reduction" not in it for it in iterators):
@@ -382,7 +378,7 @@ def _column_reduction(op: ir.Operation, sizes: SplitSizes):
     whose reduction dimensions lead and whose kept dimensions are the input's trailing ones
     (a column sum after kiln-order-loops: rows added into the output, row after row), on
     row-major buffers; else None."""
-    if op.name != "linalg.generic" or op.results or _segments(op) != (1, 1):
+    if op.name != "linalg.generic" or op.results or operand_segments(op) != (1, 1):
         return None
     iterators = [str(a) for a in op.attributes["iterator_types"]]
     reduced = {d for d, it in enumerate(iterators) if "reduction" in it}

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
-from ..ir_util import walk
-
-_PARALLEL = "#linalg.iterator_type<parallel>"
+from ..ir_util import all_parallel, operand_segments, walk
 
 
 def multi_output_fusion(module: ir.Module) -> None:
@@ -34,7 +32,7 @@ def multi_output_fusion(module: ir.Module) -> None:
 
 
 def _fuse_one_producer(consumer: ir.Operation) -> bool:
-    if not _on_tensors(consumer) or not _all_parallel(consumer):
+    if not _on_tensors(consumer) or not all_parallel(consumer):
         return False
     inputs = _inputs(consumer)
     maps = _maps(consumer)
@@ -58,7 +56,7 @@ def _on_tensors(op: ir.Operation) -> bool:
 
 def _qualifies(producer: ir.Operation, consumer: ir.Operation,
                read_maps: list[ir.AffineMap]) -> bool:
-    if not _all_parallel(producer) or len(producer.results) != 1:
+    if not all_parallel(producer) or len(producer.results) != 1:
         return False
     if producer.parent is None or producer.block != consumer.block:
         return False
@@ -149,10 +147,6 @@ def _key(value: ir.Value):
     return value  # ir.Value hashes and compares by the value it names
 
 
-def _all_parallel(op: ir.Operation) -> bool:
-    return all(str(t) == _PARALLEL for t in ir.ArrayAttr(op.attributes["iterator_types"]))
-
-
 def _loops(op: ir.Operation) -> int:
     return len(ir.ArrayAttr(op.attributes["iterator_types"]))
 
@@ -161,18 +155,13 @@ def _maps(op: ir.Operation) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(m).value for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
 
-def _segments(op: ir.Operation) -> tuple[int, int]:
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    return sizes[0], sizes[1]
-
-
 def _inputs(op: ir.Operation) -> list[ir.Value]:
-    n, _ = _segments(op)
+    n, _ = operand_segments(op)
     return list(op.operands)[:n]
 
 
 def _outputs(op: ir.Operation) -> list[ir.Value]:
-    n, m = _segments(op)
+    n, m = operand_segments(op)
     return list(op.operands)[n:n + m]
 
 

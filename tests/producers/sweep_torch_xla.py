@@ -110,12 +110,21 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+_HALVES = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def comparable(outputs) -> list[np.ndarray]:
+    """Each output (torch tensors or Kiln's arrays) as numpy, halves widened to f32."""
+    arrays = [to_numpy(o.cpu()) if isinstance(o, torch.Tensor) else np.asarray(o)
+              for o in flat(outputs)]
+    return [a.astype(np.float32) if a.dtype in _HALVES else a for a in arrays]
+
+
 def run(name, model, args) -> str:
     if name != "batchnorm_train":
         model.eval()
     with torch.no_grad():
-        want = [to_numpy(t).astype(np.float32) if t.dtype in (torch.bfloat16, torch.float16)
-                else to_numpy(t) for t in flat(model(*args))]
+        want = comparable(model(*args))
     try:
         program = exported_program_to_stablehlo(export(model, args))
     except Exception as e:  # noqa: BLE001  (any failure of the exporter is reported as such)
@@ -139,9 +148,7 @@ def run(name, model, args) -> str:
         got = exe(*arguments)
     except Exception as e:  # noqa: BLE001
         return f"KILN ERROR {type(e).__name__}: {str(e)[:300]}"
-    got = [np.asarray(g).astype(np.float32) if np.asarray(g).dtype.itemsize == 2
-           and np.asarray(g).dtype.kind == "f" or np.asarray(g).dtype == ml_dtypes.bfloat16
-           else np.asarray(g) for g in (got if isinstance(got, (list, tuple)) else [got])]
+    got = comparable(got)
     tol = 3e-2 if ("bf16" in name or "f16" in name) else 2e-4
     bad = [i for i, (g, w) in enumerate(zip(got, want))
            if g.shape != w.shape or not np.allclose(g, w, rtol=tol, atol=tol * max(1.0, float(np.abs(w).max())))]
@@ -149,8 +156,7 @@ def run(name, model, args) -> str:
         # Kiln may still compute exactly what torch_xla's program says, where the program
         # differs from eager PyTorch: torch_xla's own run of it tells.
         with torch.no_grad():
-            theirs = [to_numpy(t.cpu()).astype(np.float32) if t.dtype in (torch.bfloat16, torch.float16)
-                      else to_numpy(t.cpu()) for t in flat(program(*args))]
+            theirs = comparable(program(*args))
         if len(theirs) == len(got) and all(g.shape == t.shape and np.allclose(g, t, rtol=tol, atol=tol)
                                            for g, t in zip(got, theirs)):
             return ("EXPORT MISMATCH: torch_xla's program differs from eager PyTorch; Kiln "

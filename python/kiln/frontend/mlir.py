@@ -8,6 +8,7 @@ from torch_mlir._mlir_libs import _stablehlo
 
 from ..diagnostics import mlir_errors
 from ..errors import KilnError
+from . import older
 
 _PRODUCER = re.compile(rb"StableHLO_v(\d+)\.(\d+)\.(\d+)")
 
@@ -56,7 +57,6 @@ def _unreadable(exc: Exception, filename: str) -> KilnError:
 
 
 def parse_text(text: str, ctx: ir.Context, filename: str) -> ir.Module:
-    from . import older
     if older.has_older_forms(text):
         text = older.upgrade(text)
     with ctx, mlir_errors(filename, "cannot parse MLIR", text):

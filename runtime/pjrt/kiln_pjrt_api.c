@@ -108,7 +108,7 @@ static PJRT_Api api;
 
 static void fill(void) {
   api.struct_size = sizeof(PJRT_Api);
-  api.extension_start = NULL;
+  api.extension_start = &kiln_pjrt_shardings_extension.base;
   api.pjrt_api_version.struct_size = sizeof(PJRT_Api_Version);
   api.pjrt_api_version.major_version = KILN_PJRT_API_MAJOR;
   api.pjrt_api_version.minor_version = KILN_PJRT_API_MINOR;

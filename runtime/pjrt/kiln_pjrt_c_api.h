@@ -69,6 +69,10 @@ typedef enum {
   PJRT_Extension_Type_ExecutableMetadata,
   PJRT_Extension_Type_Callback,
   PJRT_Extension_Type_HostAllocator,
+  PJRT_Extension_Type_TpuTopology,
+  PJRT_Extension_Type_TpuExecutable,
+  PJRT_Extension_Type_Megascale,
+  PJRT_Extension_Type_Shardings,
 } PJRT_Extension_Type;
 
 /* The head of every extension struct; extensions form a list through `next`. */
@@ -1073,6 +1077,36 @@ typedef struct PJRT_Api {
   PJRT_Api_Version pjrt_api_version;
   KILN_PJRT_ENTRIES(KILN_PJRT_TABLE_FIELD)
 } PJRT_Api;
+
+/* ---- the Shardings extension: how a partitioned program's values are split ---------------- */
+/* Each call gives one serialized xla.OpSharding per parameter (output); the arrays belong to
+ * the executable. A program without shardings gives NULL arrays. */
+typedef struct PJRT_Shardings_PJRT_Executable_ParameterShardings_Args {
+  KILN_PJRT_ARGS_HEAD;
+  PJRT_Executable *executable;
+  size_t num_parameters;        /* out */
+  const char *const *shardings; /* out */
+  const size_t *sharding_sizes; /* out */
+} PJRT_Shardings_PJRT_Executable_ParameterShardings_Args;
+
+typedef struct PJRT_Shardings_PJRT_Executable_OutputShardings_Args {
+  KILN_PJRT_ARGS_HEAD;
+  PJRT_Executable *executable;
+  size_t num_outputs;           /* out */
+  const char *const *shardings; /* out */
+  const size_t *sharding_sizes; /* out */
+} PJRT_Shardings_PJRT_Executable_OutputShardings_Args;
+
+typedef PJRT_Error *PJRT_Shardings_PJRT_Executable_ParameterShardings(
+    PJRT_Shardings_PJRT_Executable_ParameterShardings_Args *args);
+typedef PJRT_Error *PJRT_Shardings_PJRT_Executable_OutputShardings(
+    PJRT_Shardings_PJRT_Executable_OutputShardings_Args *args);
+
+typedef struct PJRT_Shardings_Extension {
+  PJRT_Extension_Base base;
+  PJRT_Shardings_PJRT_Executable_ParameterShardings *PJRT_Shardings_PJRT_Executable_ParameterShardings;
+  PJRT_Shardings_PJRT_Executable_OutputShardings *PJRT_Shardings_PJRT_Executable_OutputShardings;
+} PJRT_Shardings_Extension;
 
 /* The symbol a plugin exports. */
 const PJRT_Api *GetPjrtApi(void);

@@ -201,3 +201,32 @@ PJRT_Error *kiln_Executable_DeserializeAndLoad(PJRT_Executable_DeserializeAndLoa
                                args->serialized_executable_size, options, options_size,
                                &args->loaded_executable);
 }
+
+/* ---- the Shardings extension ---- */
+/* The framework passes the PJRT_Executable of a loaded executable (GetExecutable's), whose
+ * first field, like a PJRT_LoadedExecutable's, is the program. */
+static PJRT_Error *parameter_shardings(PJRT_Shardings_PJRT_Executable_ParameterShardings_Args *args) {
+  KILN_PJRT_ARGS_ON(Shardings_PJRT_Executable_ParameterShardings, args, sharding_sizes, executable);
+  const KilnShardings *found = kiln_program_parameter_shardings(args->executable->program);
+  args->num_parameters = found->bytes ? found->count : 0;
+  args->shardings = found->bytes;
+  args->sharding_sizes = found->sizes;
+  return NULL;
+}
+
+static PJRT_Error *output_shardings(PJRT_Shardings_PJRT_Executable_OutputShardings_Args *args) {
+  KILN_PJRT_ARGS_ON(Shardings_PJRT_Executable_OutputShardings, args, sharding_sizes, executable);
+  const KilnShardings *found = kiln_program_output_shardings(args->executable->program);
+  args->num_outputs = found->bytes ? found->count : 0;
+  args->shardings = found->bytes;
+  args->sharding_sizes = found->sizes;
+  return NULL;
+}
+
+PJRT_Shardings_Extension kiln_pjrt_shardings_extension = {
+    .base = {.struct_size = sizeof(PJRT_Shardings_Extension),
+             .type = PJRT_Extension_Type_Shardings,
+             .next = NULL},
+    .PJRT_Shardings_PJRT_Executable_ParameterShardings = parameter_shardings,
+    .PJRT_Shardings_PJRT_Executable_OutputShardings = output_shardings,
+};

@@ -163,5 +163,15 @@ size_t kiln_program_num_addressable(const KilnProgram *program);
 PJRT_Device *const *kiln_program_devices(const KilnProgram *program);
 const PJRT_LogicalDeviceIds *kiln_program_logical_ids(const KilnProgram *program);
 int64_t kiln_program_code_size(const KilnProgram *program);
+/* One serialized xla.OpSharding per value; bytes NULL: the program reports none. */
+typedef struct KilnShardings {
+  size_t count;
+  const char *const *bytes;
+  const size_t *sizes;
+} KilnShardings;
+const KilnShardings *kiln_program_parameter_shardings(const KilnProgram *program);
+const KilnShardings *kiln_program_output_shardings(const KilnProgram *program);
+/* The Shardings extension, first in the table's extension list (kiln_pjrt_executable.c). */
+extern PJRT_Shardings_Extension kiln_pjrt_shardings_extension;
 
 #endif /* KILN_PJRT_INTERNAL_H_ */

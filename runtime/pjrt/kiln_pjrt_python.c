@@ -38,6 +38,7 @@ struct KilnProgram {
   size_t num_donated;
   int64_t *donated; /* parameters whose buffers a run consumes (donated by JAX) */
   KilnDirectCall *direct; /* the execute path without Python, or NULL (kiln_pjrt_direct.c) */
+  KilnShardings parameter_shardings, output_shardings; /* serialized xla.OpSharding each */
 };
 
 static bool python_usable(void) {
@@ -113,6 +114,52 @@ void kiln_pjrt_stablehlo_versions(int64_t current[3], int64_t minimum[3]) {
 }
 
 /* ---- programs ---- */
+static void shardings_free(KilnShardings *shardings) {
+  for (size_t i = 0; shardings->bytes && i < shardings->count; i++)
+    free((void *)shardings->bytes[i]);
+  free((void *)shardings->bytes);
+  free((void *)shardings->sizes);
+}
+
+/* Copies the program's attribute `name`, None or a list of bytes, into `out` (under the GIL);
+ * false with a Python error set. */
+static bool read_shardings(PyObject *object, const char *name, KilnShardings *out) {
+  PyObject *value = PyObject_GetAttrString(object, name);
+  if (value == NULL) return false;
+  if (value == Py_None) {
+    Py_DECREF(value);
+    return true;
+  }
+  PyObject *list = PySequence_Fast(value, name);
+  Py_DECREF(value);
+  if (list == NULL) return false;
+  size_t n = (size_t)PySequence_Fast_GET_SIZE(list);
+  const char **bytes = calloc(n ? n : 1, sizeof *bytes);
+  size_t *sizes = calloc(n ? n : 1, sizeof *sizes);
+  out->bytes = bytes;
+  out->sizes = sizes;
+  out->count = n;
+  bool ok = bytes && sizes;
+  if (!ok) PyErr_NoMemory();
+  for (size_t i = 0; ok && i < n; i++) {
+    char *data;
+    Py_ssize_t size;
+    ok = PyBytes_AsStringAndSize(PySequence_Fast_GET_ITEM(list, i), &data, &size) == 0;
+    char *copy = ok ? malloc((size_t)size + 1) : NULL;
+    if (ok && copy == NULL) {
+      PyErr_NoMemory();
+      ok = false;
+    }
+    if (ok) {
+      memcpy(copy, data, (size_t)size);
+      bytes[i] = copy;
+      sizes[i] = (size_t)size;
+    }
+  }
+  Py_DECREF(list);
+  return ok;
+}
+
 static void program_free(KilnProgram *program) {
   if (program->object && python_usable()) {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -131,6 +178,8 @@ static void program_free(KilnProgram *program) {
   free(program->logical_ids);
   free(program->donated);
   kiln_pjrt_direct_free(program->direct);
+  shardings_free(&program->parameter_shardings);
+  shardings_free(&program->output_shardings);
   free(program);
 }
 
@@ -254,6 +303,9 @@ static bool read_program(KilnProgram *program, PyObject *object) {
   }
   memcpy(program->device_assignment, PyBytes_AS_STRING(assignment),
          program->device_assignment_size);
+  if (!read_shardings(object, "parameter_shardings", &program->parameter_shardings) ||
+      !read_shardings(object, "output_shardings", &program->output_shardings))
+    goto done;
   ok = true;
 done:
   Py_XDECREF(types);
@@ -619,3 +671,9 @@ const PJRT_LogicalDeviceIds *kiln_program_logical_ids(const KilnProgram *p) {
   return p->logical_ids;
 }
 int64_t kiln_program_code_size(const KilnProgram *p) { return p->code_size; }
+const KilnShardings *kiln_program_parameter_shardings(const KilnProgram *p) {
+  return &p->parameter_shardings;
+}
+const KilnShardings *kiln_program_output_shardings(const KilnProgram *p) {
+  return &p->output_shardings;
+}

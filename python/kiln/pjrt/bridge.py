@@ -83,7 +83,6 @@ class Program:
         if not all(s.is_static for s in specs):
             raise KilnError("results of dynamic shape cannot be returned through PJRT",
                             location=name)
-        self.output_dims = [tuple(int(d) for d in s.shape) for s in specs]
         self.code_size = 0
         self.donated: list[int] = []  # parameters whose buffers a run consumes
         self._plain = executable.convention.in_tree is None
@@ -91,14 +90,46 @@ class Program:
         if executable.num_devices != self._devices:
             raise KilnError(f"the program declares {executable.num_devices} device(s), the "
                             f"compile options {self._devices}", location=name)
+        self._global_shapes = None
+        # Serialized xla.OpSharding of each parameter and output (JAX reads a partitioned
+        # program's through the PJRT Shardings extension), None where they do not apply.
+        self.parameter_shardings = self.output_shardings = None
         if self._devices > 1:
-            # JAX reads a partitioned program's output shardings through the PJRT Shardings
-            # extension, which the plugin does not provide yet: refuse clearly rather than
-            # let JAX fail on a missing sharding.
-            raise KilnError(f"programs over {self._devices} devices (sharding, shard_map, "
-                            "pmap) do not run through Kiln's PJRT plugin yet", location=name,
-                            hint="run it on one device, or export it and use `kiln run`")
-        self.native_call = _native_call(executable, name)
+            self._set_up_devices(executable, specs, options)
+        else:
+            self.output_dims = [tuple(int(d) for d in s.shape) for s in specs]
+        self.native_call = _native_call(executable, name) if self._devices == 1 else None
+
+    def _set_up_devices(self, executable, specs, options: CompileOptions):
+        """A program over several devices: replicas (pmap) run the whole program each on
+        their own arguments; partitions (jit shardings, shard_map) take and return each
+        device's shard of the global values (lowering/spmd.py), whose shardings JAX reads."""
+        from .shardings import op_sharding
+        if options.num_replicas > 1 and options.num_partitions > 1:
+            raise KilnError(f"{options.num_replicas} replicas of a program partitioned "
+                            f"{options.num_partitions} ways do not run through Kiln's PJRT "
+                            "plugin", location=self.name,
+                            hint="use replicas (pmap) or partitions (jit shardings), not both")
+        if not all(s.is_static for s in executable.arg_specs):
+            raise KilnError("programs over several devices need static argument shapes",
+                            location=self.name)
+        self._global_shapes = tuple(tuple(int(d) for d in s.shape)
+                                    for s in executable.arg_specs)
+        if options.num_partitions == 1:
+            self.output_dims = [tuple(int(d) for d in s.shape) for s in specs]
+            self._argument_dims = self._global_shapes
+            return
+        arguments, results = executable.shardings
+        devices = self._devices
+        self._argument_dims = tuple(
+            sharding.local_shape(shape, f"argument {i}") if sharding else shape
+            for i, (shape, sharding) in enumerate(zip(self._global_shapes, arguments)))
+        self.output_dims = [
+            sharding.local_shape(tuple(s.shape), f"result {i}") if sharding else
+            tuple(int(d) for d in s.shape)
+            for i, (s, sharding) in enumerate(zip(specs, results))]
+        self.parameter_shardings = [op_sharding(s, devices) for s in arguments]
+        self.output_shardings = [op_sharding(s, devices) for s in results]
 
     def stopped(self, reason: int, message: bytes):
         """The Failure of a run the C execute path started and KilnInvoke stopped early
@@ -124,11 +155,32 @@ class Program:
         try:
             arrays = [[_array(view, code, dims) for view, code, dims in arguments]
                       for arguments in per_device]
-            results = [self._call(arrays[0])]  # one device (see __init__)
+            results = self._run_devices(arrays) if self._devices > 1 else \
+                [self._call(arrays[0])]
             return [[self._result(i, out, args) for i, out in enumerate(outs)]
                     for outs, args in zip(results, arrays)]
         except Exception as exc:  # reported through PJRT, never lost
             return _failure("execute", exc)
+
+    def _run_devices(self, per_device):
+        """Every device at once (threads of Kiln's fabric), each on its own arguments."""
+        if len(per_device) != self._devices:
+            raise KilnError(f"{self.name} runs on {self._devices} devices, got arguments for "
+                            f"{len(per_device)}")
+        for d, arrays in enumerate(per_device):
+            shapes = tuple(a.shape for a in arrays)
+            if shapes != self._argument_dims:
+                raise KilnError(f"device {d}'s arguments have shapes {list(shapes)}, the "
+                                f"program takes {list(self._argument_dims)}",
+                                location=self.name)
+        executable = self.executable
+        outcomes = executable._run_devices(executable._compiled_for(self._global_shapes),
+                                           per_device)
+        failures = [o for _, checks in outcomes for o in checks if not o.passed]
+        if failures:
+            raise KilnError(f"{len(failures)} check(s) failed; first: {failures[0]}",
+                            location=self.name)
+        return [results for results, _ in outcomes]
 
     def _call(self, arrays):
         if self._plain:

@@ -7,6 +7,12 @@ Kiln's optimize stage leaves such no-ops in place, so they are folded here, befo
 sees them. The fold is exact: each op below returns its operand unchanged when its result
 type equals its operand type and (for transpose and broadcast_in_dim) its dimension map is
 the identity. Allowlist: ops not named here are left alone.
+
+Windows as large as their operand are identities too (the start indices are clamped so that
+the window fits, so they are all 0): a `dynamic_slice` whose result has its operand's type
+is the operand, and a `dynamic_update_slice` whose update has the operand's type is the
+update. Upstream crashes (SIGSEGV) on the 0-d `dynamic_slice` that JAX's shard_map emits for
+a scalar (`dynamic_slice %x, sizes = []`).
 """
 from __future__ import annotations
 
@@ -25,11 +31,19 @@ IDENTITY_FOLDABLE = {
 }
 
 
+# Window ops -> the operand that is the result when the window is everything.
+WHOLE_WINDOW = {"stablehlo.dynamic_slice": 0, "stablehlo.dynamic_update_slice": 1}
+
+
 def fold_identity_ops(module: ir.Module) -> None:
     with module.context:
-        for op in [o for o in walk(module.operation) if o.name in IDENTITY_FOLDABLE]:
-            if _is_identity(op):
+        for op in list(walk(module.operation)):
+            if op.name in IDENTITY_FOLDABLE and _is_identity(op):
                 replace_op(op, [op.operands[0]])
+            elif op.name in WHOLE_WINDOW and len(op.results) == 1 and \
+                    op.operands[0].type == op.results[0].type and \
+                    op.operands[WHOLE_WINDOW[op.name]].type == op.results[0].type:
+                replace_op(op, [op.operands[WHOLE_WINDOW[op.name]]])
 
 
 def _is_identity(op: ir.Operation) -> bool:

@@ -356,8 +356,11 @@ def _register_kiln_passes() -> None:
              "dispatcher", custom_calls.lower_custom_calls)
     from . import identity_ops
     register("kiln-fold-identity-ops", "reshape/convert/transpose/broadcast_in_dim that change "
-             "nothing -> their operand (upstream crashes on a 0-d unsigned identity reshape)",
-             identity_ops.fold_identity_ops, applies_to=frozenset(identity_ops.IDENTITY_FOLDABLE))
+             "nothing, and dynamic slices and updates of the whole operand -> their operand "
+             "(upstream crashes on a 0-d unsigned identity reshape and a 0-d dynamic_slice)",
+             identity_ops.fold_identity_ops,
+             applies_to=frozenset(identity_ops.IDENTITY_FOLDABLE) |
+             frozenset(identity_ops.WHOLE_WINDOW))
     from . import empty_values
     register("kiln-fold-empty-values", "pure ops with zero-element results -> dense<> "
              "constants; reduces, pads and reduce_windows over empty operands -> their init or "

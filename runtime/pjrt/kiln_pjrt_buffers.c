@@ -160,11 +160,19 @@ static void buffer_release(PJRT_Buffer *buffer) {
   if (atomic_fetch_sub(&buffer->holds, 1) != 1) return;
   if (buffer->owner) kiln_pjrt_release_owner(buffer->owner);
   else block_give_back(buffer->data, block_size(buffer->size_bytes));
+  kiln_pjrt_event_free(buffer->pending);
   free(buffer->dims);
   free(buffer);
 }
 
 void kiln_pjrt_buffer_free(PJRT_Buffer *buffer) { buffer_release(buffer); }
+void kiln_pjrt_buffer_hold(PJRT_Buffer *buffer) { atomic_fetch_add(&buffer->holds, 1); }
+void kiln_pjrt_buffer_release(PJRT_Buffer *buffer) { buffer_release(buffer); }
+
+PJRT_Error *kiln_pjrt_buffer_wait(PJRT_Buffer *buffer) {
+  /* A failed run's error as it was: the first run's message, however far it was passed on. */
+  return buffer->pending ? kiln_pjrt_event_wait(buffer->pending) : NULL;
+}
 
 /* Checks a shape and element type from the framework. */
 static PJRT_Error *check_shape(const char *entry, PJRT_Buffer_Type type, const int64_t *dims,
@@ -408,6 +416,8 @@ static PJRT_Error *copy_to(const char *entry, PJRT_Buffer *source, PJRT_Device *
   if (atomic_load(&source->deleted))
     return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION, "%s: the buffer was deleted",
                            entry);
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(source);
+  if (failed) return failed;
   PJRT_Buffer *copy = kiln_pjrt_buffer_new(device, source->type, source->dims, source->rank);
   if (copy == NULL)
     return kiln_pjrt_out_of_memory(entry);
@@ -454,6 +464,8 @@ PJRT_Error *kiln_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
   for (size_t i = 0; i < rank; i++)
     if (strides[i] < 0)
       return kiln_pjrt_error(PJRT_Error_Code_UNIMPLEMENTED, "%s: negative host strides", entry);
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(buffer);
+  if (failed) return failed;
   int64_t dense[rank ? rank : 1];
   dense_strides(buffer->dims, rank, element, dense);
   if (buffer->size_bytes != 0)
@@ -471,6 +483,8 @@ PJRT_Error *kiln_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
                            "PJRT_Buffer_CopyRawToHost: bytes [%lld, +%lld) of a %zu-byte buffer",
                            (long long)args->offset, (long long)args->transfer_size,
                            buffer->size_bytes);
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(buffer);
+  if (failed) return failed;
   memcpy(args->dst, (char *)buffer->data + args->offset, (size_t)args->transfer_size);
   args->event = kiln_pjrt_event_ready(NULL);
   return NULL;
@@ -482,15 +496,38 @@ PJRT_Error *kiln_Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
   return NULL;
 }
 
+/* Completes the framework's event `user_arg` with a buffer's outcome. */
+static void complete(PJRT_Error *error, void *user_arg) {
+  kiln_pjrt_event_set((PJRT_Event *)user_arg, kiln_pjrt_error_code(error),
+                      kiln_pjrt_error_message(error));
+  kiln_pjrt_error_free(error);
+}
+
 PJRT_Error *kiln_Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
-  KILN_PJRT_ARGS(Buffer_ReadyEvent, args, event);
-  /* Execute completes before it returns, so every buffer is ready once it exists. */
-  args->event = kiln_pjrt_event_ready(NULL);
+  KILN_PJRT_ARGS_ON(Buffer_ReadyEvent, args, event, buffer);
+  PJRT_Buffer *buffer = args->buffer;
+  if (buffer->pending == NULL || kiln_pjrt_event_is_ready(buffer->pending)) {
+    PJRT_Error *error = buffer->pending ? kiln_pjrt_event_wait(buffer->pending) : NULL;
+    args->event = kiln_pjrt_event_ready(error);
+  } else {
+    /* The framework's own event (it destroys it), completed with the run writing the data;
+     * the buffer is held until then, so its pending event outlives the callback. */
+    args->event = kiln_pjrt_event_new();
+    if (args->event == NULL) return kiln_pjrt_out_of_memory("PJRT_Buffer_ReadyEvent");
+    if (!kiln_pjrt_event_on_ready(buffer->pending, complete, args->event)) {
+      kiln_pjrt_event_free(args->event);
+      args->event = NULL;
+      return kiln_pjrt_out_of_memory("PJRT_Buffer_ReadyEvent");
+    }
+  }
+  if (args->event == NULL) return kiln_pjrt_out_of_memory("PJRT_Buffer_ReadyEvent");
   return NULL;
 }
 
 PJRT_Error *kiln_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
   KILN_PJRT_ARGS_ON(Buffer_UnsafePointer, args, buffer_pointer, buffer);
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(args->buffer);
+  if (failed) return failed;
   args->buffer_pointer = (uintptr_t)args->buffer->data;
   return NULL;
 }
@@ -498,6 +535,9 @@ PJRT_Error *kiln_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
 PJRT_Error *kiln_Buffer_IncreaseExternalReferenceCount(
     PJRT_Buffer_IncreaseExternalReferenceCount_Args *args) {
   KILN_PJRT_ARGS_ON(Buffer_IncreaseExternalReferenceCount, args, buffer, buffer);
+  /* The framework reads the memory in place from now on: the data must be there. */
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(args->buffer);
+  if (failed) return failed;
   atomic_fetch_add(&args->buffer->holds, 1);
   return NULL;
 }
@@ -512,6 +552,8 @@ PJRT_Error *kiln_Buffer_DecreaseExternalReferenceCount(
 PJRT_Error *kiln_Buffer_OpaqueDeviceMemoryDataPointer(
     PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args *args) {
   KILN_PJRT_ARGS_ON(Buffer_OpaqueDeviceMemoryDataPointer, args, device_memory_ptr, buffer);
+  PJRT_Error *failed = kiln_pjrt_buffer_wait(args->buffer);
+  if (failed) return failed;
   args->device_memory_ptr = args->buffer->data;
   return NULL;
 }

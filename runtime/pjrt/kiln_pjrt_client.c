@@ -82,6 +82,7 @@ static void client_free(PJRT_Client *client) {
   for (int i = 0; i < client->num_devices; i++) {
     PJRT_Device *device = client->devices ? client->devices[i] : NULL;
     if (device == NULL) continue;
+    kiln_pjrt_queue_close(device);
     KilnMemory *memory = device->memory;
     if (memory) {
       for (UserData *entry = memory->user_data; entry;) {

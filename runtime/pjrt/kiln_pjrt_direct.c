@@ -173,6 +173,13 @@ static int64_t *describe(int64_t *words, const Spec *spec, void *data) {
 
 /* The error for a run KilnInvoke stopped: Program.stopped says which (under the GIL). */
 static PJRT_Error *stopped(PyObject *program, int reason, const char *message) {
+#if PY_VERSION_HEX >= 0x030D0000
+  bool finalizing = Py_IsFinalizing();
+#else
+  bool finalizing = _Py_IsFinalizing();
+#endif
+  if (!Py_IsInitialized() || finalizing) /* a queued run ending during shutdown */
+    return kiln_pjrt_error(PJRT_Error_Code_INTERNAL, "Kiln: the program stopped: %s", message);
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *result = PyObject_CallMethod(program, "stopped", "iy", reason, message);
   PJRT_Error *error = result ? kiln_pjrt_failure(result) : kiln_pjrt_python_error("execute");
@@ -183,66 +190,83 @@ static PJRT_Error *stopped(PyObject *program, int reason, const char *message) {
   return error;
 }
 
-bool kiln_pjrt_direct_execute(const KilnDirectCall *call, PyObject *program, PJRT_Device *device,
-                              PJRT_Buffer *const *arguments, size_t num_args,
-                              PJRT_Buffer **outputs, PJRT_Error **error) {
-  if (num_args != call->num_args) return false;
+/* A run being set up or under way: the result buffers, the descriptors over them and the
+ * arguments, and which results the outputs took. */
+struct KilnDirectRun {
+  const KilnDirectCall *call;
+  PJRT_Buffer **results; /* num_buffers */
+  bool *taken;           /* num_buffers: handed to the framework as outputs */
+  void **packed;
+  char *scratch;
+};
+
+KilnDirectRun *kiln_pjrt_direct_prepare(const KilnDirectCall *call, PJRT_Device *device,
+                                        PJRT_Buffer *const *arguments, size_t num_args,
+                                        PJRT_Buffer **outputs, PJRT_Error **error) {
+  *error = NULL;
+  if (num_args != call->num_args) return NULL;
   for (size_t a = 0; a < num_args; a++)
-    if (!matches(&call->specs[a], arguments[a])) return false;
+    if (!matches(&call->specs[a], arguments[a])) return NULL;
   size_t n = call->num_args + call->num_buffers;
-  /* One allocation for the descriptors, the packed pointers and the result buffers. */
+  /* One allocation for the descriptors, the packed pointers, the result buffers and which
+   * results were taken. */
   size_t bytes = call->words * sizeof(int64_t) + 2 * n * sizeof(void *) +
-                 call->num_buffers * sizeof(PJRT_Buffer *);
-  char *scratch = malloc(bytes ? bytes : 1);
+                 call->num_buffers * (sizeof(PJRT_Buffer *) + sizeof(bool));
+  KilnDirectRun *run = calloc(1, sizeof *run);
+  char *scratch = run ? calloc(1, bytes ? bytes : 1) : NULL;
   if (scratch == NULL) {
+    free(run);
     *error = kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
-    return true;
+    return NULL;
   }
   int64_t *words = (int64_t *)scratch;
   void **descriptors = (void **)(words + call->words);
   void **packed = descriptors + n;
   PJRT_Buffer **results = (PJRT_Buffer **)(packed + n);
-  size_t made = 0;
-  for (; made < call->num_buffers; made++) {
+  *run = (KilnDirectRun){call, results, (bool *)(results + call->num_buffers), packed, scratch};
+  for (size_t made = 0; made < call->num_buffers; made++) {
     const Spec *spec = &call->specs[call->num_args + made];
     results[made] = kiln_pjrt_buffer_new(device, spec->type, spec->dims, spec->rank);
-    if (results[made] == NULL) break;
-  }
-  if (made < call->num_buffers) {
-    *error = kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
-  } else {
-    int64_t *at = words;
-    for (size_t i = 0; i < n; i++) {
-      void *data = i < num_args ? arguments[i]->data : results[i - num_args]->data;
-      descriptors[i] = at;
-      packed[i] = &descriptors[i]; /* the packed entry takes a pointer to each argument */
-      at = describe(at, &call->specs[i], data);
-    }
-    void *status = call->status_create();
-    if (status == NULL) {
+    if (results[made] == NULL) {
+      kiln_pjrt_direct_finish(run, false);
       *error = kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
-    } else {
-      int reason = call->invoke(call->entry, packed, status);
-      if (reason) {
-        char *message = strdup(call->status_message(status));
-        *error = stopped(program, reason, message ? message : "");
-        free(message);
-      }
-      call->status_destroy(status);
+      return NULL;
     }
   }
-  /* Outputs take their buffers; the rest (a failed run's, results no output names) go. */
-  bool *taken = calloc(call->num_buffers ? call->num_buffers : 1, sizeof *taken);
-  if (*error == NULL && taken == NULL)
-    *error = kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
-  if (*error == NULL)
-    for (size_t o = 0; o < call->num_outputs; o++) {
-      outputs[o] = results[call->sources[o]];
-      taken[call->sources[o]] = true;
-    }
-  for (size_t b = 0; b < made; b++)
-    if (taken == NULL || !taken[b]) kiln_pjrt_buffer_free(results[b]);
-  free(taken);
-  free(scratch);
-  return true;
+  int64_t *at = words;
+  for (size_t i = 0; i < n; i++) {
+    void *data = i < num_args ? arguments[i]->data : results[i - num_args]->data;
+    descriptors[i] = at;
+    packed[i] = &descriptors[i]; /* the packed entry takes a pointer to each argument */
+    at = describe(at, &call->specs[i], data);
+  }
+  for (size_t o = 0; o < call->num_outputs; o++) {
+    outputs[o] = results[call->sources[o]];
+    run->taken[call->sources[o]] = true;
+  }
+  return run;
+}
+
+PJRT_Error *kiln_pjrt_direct_run(KilnDirectRun *run, PyObject *program) {
+  const KilnDirectCall *call = run->call;
+  void *status = call->status_create();
+  if (status == NULL) return kiln_pjrt_out_of_memory("PJRT_LoadedExecutable_Execute");
+  PJRT_Error *error = NULL;
+  int reason = call->invoke(call->entry, run->packed, status);
+  if (reason) {
+    char *message = strdup(call->status_message(status));
+    error = stopped(program, reason, message ? message : "");
+    free(message);
+  }
+  call->status_destroy(status);
+  return error;
+}
+
+void kiln_pjrt_direct_finish(KilnDirectRun *run, bool handed_out) {
+  if (run == NULL) return;
+  for (size_t b = 0; b < run->call->num_buffers; b++)
+    if (run->results[b] != NULL && !(handed_out && run->taken[b]))
+      kiln_pjrt_buffer_free(run->results[b]);
+  free(run->scratch);
+  free(run);
 }

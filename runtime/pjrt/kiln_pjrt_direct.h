@@ -16,11 +16,19 @@ PJRT_Error *kiln_pjrt_failure(PyObject *result);
  * GIL, leaves no Python error set. */
 KilnDirectCall *kiln_pjrt_direct_read(PyObject *program, size_t num_outputs);
 void kiln_pjrt_direct_free(KilnDirectCall *call);
-/* Runs the plan on one device's arguments without the GIL (it takes it only to explain a
- * run that stopped early). False: the arguments are not the ones the plan was made for, and
- * nothing was done; true: ran, with `outputs` filled or `*error` set. */
-bool kiln_pjrt_direct_execute(const KilnDirectCall *call, PyObject *program, PJRT_Device *device,
-                              PJRT_Buffer *const *arguments, size_t num_args,
-                              PJRT_Buffer **outputs, PJRT_Error **error);
+/* A run of the plan on one device's arguments, in three steps.
+ * prepare: NULL with *error NULL when the arguments are not the ones the plan was made for
+ *   (nothing done; the Python path explains); NULL with *error set on failure; else the run,
+ *   with `outputs` filled with its result buffers (not written yet).
+ * run: calls the program without the GIL (it takes it only to explain a run that stopped
+ *   early); its error or NULL.
+ * finish: frees what the run made, and its result buffers too unless `handed_out` (the
+ *   outputs went to the framework). */
+typedef struct KilnDirectRun KilnDirectRun;
+KilnDirectRun *kiln_pjrt_direct_prepare(const KilnDirectCall *call, PJRT_Device *device,
+                                        PJRT_Buffer *const *arguments, size_t num_args,
+                                        PJRT_Buffer **outputs, PJRT_Error **error);
+PJRT_Error *kiln_pjrt_direct_run(KilnDirectRun *run, PyObject *program);
+void kiln_pjrt_direct_finish(KilnDirectRun *run, bool handed_out);
 
 #endif /* KILN_PJRT_DIRECT_H_ */

@@ -197,10 +197,8 @@ void kiln_pjrt_event_set(PJRT_Event *event, PJRT_Error_Code code, const char *me
   }
 }
 
-PJRT_Error *kiln_Event_Destroy(PJRT_Event_Destroy_Args *args) {
-  KILN_PJRT_ARGS(Event_Destroy, args, event);
-  PJRT_Event *event = args->event;
-  if (event == NULL) return NULL;
+void kiln_pjrt_event_free(PJRT_Event *event) {
+  if (event == NULL) return;
   /* Callbacks still pending are dropped with the event: the framework keeps the event alive
    * until they have run (it destroys events from their own callbacks). */
   Callback *callback = event->callbacks;
@@ -213,6 +211,11 @@ PJRT_Error *kiln_Event_Destroy(PJRT_Event_Destroy_Args *args) {
   pthread_cond_destroy(&event->completed);
   free(event->message);
   free(event);
+}
+
+PJRT_Error *kiln_Event_Destroy(PJRT_Event_Destroy_Args *args) {
+  KILN_PJRT_ARGS(Event_Destroy, args, event);
+  kiln_pjrt_event_free(args->event);
   return NULL;
 }
 
@@ -235,34 +238,60 @@ PJRT_Error *kiln_Event_Error(PJRT_Event_Error_Args *args) {
   return error;
 }
 
-PJRT_Error *kiln_Event_Await(PJRT_Event_Await_Args *args) {
-  KILN_PJRT_ARGS_ON(Event_Await, args, event, event);
-  PJRT_Event *event = args->event;
+bool kiln_pjrt_event_is_ready(PJRT_Event *event) {
   pthread_mutex_lock(&event->mutex);
-  while (!event->ready) pthread_cond_wait(&event->completed, &event->mutex);
+  bool ready = event->ready;
+  pthread_mutex_unlock(&event->mutex);
+  return ready;
+}
+
+PJRT_Error *kiln_pjrt_event_wait(PJRT_Event *event) {
+  pthread_mutex_lock(&event->mutex);
+  if (!event->ready) {
+    /* A run may need the GIL to finish (a Python custom call, or explaining a stop): a
+     * caller that holds it gives it up while it waits. */
+    pthread_mutex_unlock(&event->mutex);
+    void *gil = kiln_pjrt_gil_release();
+    pthread_mutex_lock(&event->mutex);
+    while (!event->ready) pthread_cond_wait(&event->completed, &event->mutex);
+    pthread_mutex_unlock(&event->mutex);
+    kiln_pjrt_gil_restore(gil);
+    pthread_mutex_lock(&event->mutex);
+  }
   PJRT_Error *error = outcome(event);
   pthread_mutex_unlock(&event->mutex);
   return error;
 }
 
-PJRT_Error *kiln_Event_OnReady(PJRT_Event_OnReady_Args *args) {
-  KILN_PJRT_ARGS_ON(Event_OnReady, args, user_arg, event);
-  PJRT_Event *event = args->event;
+PJRT_Error *kiln_Event_Await(PJRT_Event_Await_Args *args) {
+  KILN_PJRT_ARGS_ON(Event_Await, args, event, event);
+  return kiln_pjrt_event_wait(args->event);
+}
+
+bool kiln_pjrt_event_on_ready(PJRT_Event *event, PJRT_Event_OnReadyCallback function,
+                              void *user_arg) {
   pthread_mutex_lock(&event->mutex);
   if (!event->ready) {
     Callback *callback = malloc(sizeof *callback);
     if (callback == NULL) {
       pthread_mutex_unlock(&event->mutex);
-      return kiln_pjrt_out_of_memory("PJRT_Event_OnReady");
+      return false;
     }
-    *callback = (Callback){args->callback, args->user_arg, event->callbacks};
+    *callback = (Callback){function, user_arg, event->callbacks};
     event->callbacks = callback;
     pthread_mutex_unlock(&event->mutex);
-    return NULL;
+    return true;
   }
   PJRT_Error *error = outcome(event);
   pthread_mutex_unlock(&event->mutex);
-  args->callback(error, args->user_arg);
+  function(error, user_arg);
+  return true;
+}
+
+PJRT_Error *kiln_Event_OnReady(PJRT_Event_OnReady_Args *args) {
+  KILN_PJRT_ARGS_ON(Event_OnReady, args, user_arg, event);
+  if (!kiln_pjrt_event_on_ready(args->event, args->callback, args->user_arg))
+    return kiln_pjrt_out_of_memory("PJRT_Event_OnReady");
   return NULL;
 }
 

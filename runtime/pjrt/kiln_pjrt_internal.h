@@ -59,6 +59,18 @@ void kiln_pjrt_error_free(PJRT_Error *error);
 PJRT_Event *kiln_pjrt_event_ready(PJRT_Error *error);
 PJRT_Event *kiln_pjrt_event_new(void);
 void kiln_pjrt_event_set(PJRT_Event *event, PJRT_Error_Code code, const char *message);
+void kiln_pjrt_event_free(PJRT_Event *event);
+bool kiln_pjrt_event_is_ready(PJRT_Event *event);
+/* Blocks until the event completes (giving up the GIL meanwhile if this thread holds it);
+ * returns its error, a new one the caller owns, or NULL. */
+PJRT_Error *kiln_pjrt_event_wait(PJRT_Event *event);
+/* Calls `function(error, user_arg)` once the event completes (now if it has); the callback
+ * owns the error. False: out of memory, nothing registered. */
+bool kiln_pjrt_event_on_ready(PJRT_Event *event, PJRT_Event_OnReadyCallback function,
+                              void *user_arg);
+/* Gives up the GIL if this thread holds it (kiln_pjrt_python.c); what to restore, or NULL. */
+void *kiln_pjrt_gil_release(void);
+void kiln_pjrt_gil_restore(void *state);
 
 /* ---- client, devices, memories (kiln_pjrt_client.c) ---- */
 typedef struct KilnMemory KilnMemory;
@@ -70,11 +82,23 @@ struct PJRT_DeviceDescription {
   char to_string[64];
 };
 
+typedef struct KilnQueue KilnQueue;
+
 struct PJRT_Device {
   PJRT_DeviceDescription description; /* first: a device is its own description */
   PJRT_Client *client;
   KilnMemory *memory; /* host memory: the device's only (and default) memory */
+  KilnQueue *queue;   /* its runs in order (kiln_pjrt_queue.c), made at the first */
 };
+
+/* ---- each device's queue of runs (kiln_pjrt_queue.c) ---- */
+/* Queues `work(arg)` to run on the device's thread after everything queued before it; false
+ * if out of memory or threads (nothing queued). */
+bool kiln_pjrt_queue_push(PJRT_Device *device, void (*work)(void *), void *arg);
+/* Nothing queued or running on the device. */
+bool kiln_pjrt_queue_idle(PJRT_Device *device);
+/* Runs what is queued, then ends the device's thread (the client is going). */
+void kiln_pjrt_queue_close(PJRT_Device *device);
 
 struct PJRT_TopologyDescription {
   PJRT_Client *client;
@@ -99,8 +123,11 @@ struct PJRT_Buffer {
   void *data;
   size_t size_bytes;
   void *owner;     /* non-NULL: a Python object owns `data` (a result), see python.c */
-  atomic_int holds; /* the handle plus each external reference */
+  atomic_int holds; /* the handle, each external reference, each run using it */
   atomic_bool deleted;
+  /* NULL: the data is there. Else completes when the run writing it ends (with its error if
+   * it failed); owned by the buffer. */
+  PJRT_Event *pending;
 };
 
 /* Bytes per element of `type` in host memory, 0 for types Kiln does not hold. Sub-byte
@@ -116,6 +143,12 @@ PJRT_Buffer *kiln_pjrt_buffer_adopt(PJRT_Device *device, PJRT_Buffer_Type type,
 
 /* Frees a buffer that was never handed to the framework. */
 void kiln_pjrt_buffer_free(PJRT_Buffer *buffer);
+/* A hold on the buffer's memory (a run reading or writing it), and its release. */
+void kiln_pjrt_buffer_hold(PJRT_Buffer *buffer);
+void kiln_pjrt_buffer_release(PJRT_Buffer *buffer);
+/* Waits until the buffer's data is written; the error of the run that failed to write it (a
+ * new one, the caller's), or NULL. */
+PJRT_Error *kiln_pjrt_buffer_wait(PJRT_Buffer *buffer);
 
 /* ---- executables and the calls into Kiln's Python (kiln_pjrt_python.c) ---- */
 typedef struct KilnProgram KilnProgram;

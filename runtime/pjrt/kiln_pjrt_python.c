@@ -49,6 +49,15 @@ static bool python_usable(void) {
 #endif
 }
 
+void *kiln_pjrt_gil_release(void) {
+  if (!python_usable() || !PyGILState_Check()) return NULL;
+  return PyEval_SaveThread();
+}
+
+void kiln_pjrt_gil_restore(void *state) {
+  if (state != NULL) PyEval_RestoreThread((PyThreadState *)state);
+}
+
 /* The bridge module, imported once (under the GIL). */
 static PyObject *bridge(void) {
   static PyObject *module = NULL;
@@ -598,6 +607,124 @@ static void consume_donations(const KilnProgram *program,
   }
 }
 
+/* ---- asynchronous runs ---- */
+/* A run whose arguments and results come to at least this many bytes is queued on its
+ * device (kiln_pjrt_queue.c) and Execute returns at once; a smaller one, whose arguments are
+ * all written and whose device has nothing queued, runs on the caller's thread, where
+ * handing it to another thread would cost more than the run. */
+#define KILN_PJRT_ASYNC_MIN_BYTES ((size_t)1 << 20)
+
+typedef struct {
+  KilnProgram *program; /* retained until the run ends */
+  KilnDirectRun *run;
+  PJRT_Event *done;     /* the framework's device-complete event, or NULL */
+  size_t num_args, num_outputs;
+  PJRT_Buffer **buffers; /* the arguments then the outputs, each held until the run ends */
+} QueuedRun;
+
+static void run_queued(void *arg) {
+  QueuedRun *job = arg;
+  PJRT_Error *error = NULL;
+  for (size_t a = 0; a < job->num_args && error == NULL; a++)
+    error = kiln_pjrt_buffer_wait(job->buffers[a]);
+  if (error == NULL) error = kiln_pjrt_direct_run(job->run, job->program->object);
+  kiln_pjrt_direct_finish(job->run, true);
+  PJRT_Error_Code code = kiln_pjrt_error_code(error);
+  const char *message = kiln_pjrt_error_message(error);
+  for (size_t o = 0; o < job->num_outputs; o++)
+    kiln_pjrt_event_set(job->buffers[job->num_args + o]->pending, code, message);
+  if (job->done) kiln_pjrt_event_set(job->done, code, message);
+  kiln_pjrt_error_free(error);
+  for (size_t b = 0; b < job->num_args + job->num_outputs; b++)
+    kiln_pjrt_buffer_release(job->buffers[b]);
+  kiln_pjrt_program_release(job->program);
+  free(job->buffers);
+  free(job);
+}
+
+static bool worth_queueing(const PJRT_LoadedExecutable_Execute_Args *args, size_t num_outputs,
+                           PJRT_Device *device) {
+  size_t bytes = 0;
+  bool written = true;
+  for (size_t a = 0; a < args->num_args; a++) {
+    PJRT_Buffer *buffer = args->argument_lists[0][a];
+    bytes += buffer->size_bytes;
+    written &= buffer->pending == NULL || kiln_pjrt_event_is_ready(buffer->pending);
+  }
+  for (size_t o = 0; o < num_outputs; o++) bytes += args->output_lists[0][o]->size_bytes;
+  return bytes >= KILN_PJRT_ASYNC_MIN_BYTES || !written || !kiln_pjrt_queue_idle(device);
+}
+
+/* Queues a prepared run; false (nothing queued, the run untouched) if out of memory. */
+static bool queue_run(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *args,
+                      PJRT_Device *device, KilnDirectRun *run) {
+  size_t n = args->num_args + program->num_outputs;
+  QueuedRun *job = calloc(1, sizeof *job);
+  PJRT_Buffer **buffers = job ? calloc(n ? n : 1, sizeof *buffers) : NULL;
+  PJRT_Event *done = buffers && args->device_complete_events ? kiln_pjrt_event_new() : NULL;
+  bool ok = buffers && (done || !args->device_complete_events);
+  for (size_t o = 0; ok && o < program->num_outputs; o++) {
+    PJRT_Buffer *output = args->output_lists[0][o];
+    if (output->pending == NULL) output->pending = kiln_pjrt_event_new();
+    ok = output->pending != NULL;
+  }
+  if (!ok) {
+    for (size_t o = 0; o < program->num_outputs; o++) {
+      PJRT_Buffer *output = args->output_lists[0][o];
+      kiln_pjrt_event_free(output->pending);
+      output->pending = NULL;
+    }
+    kiln_pjrt_event_free(done);
+    free(buffers);
+    free(job);
+    return false;
+  }
+  for (size_t a = 0; a < args->num_args; a++) buffers[a] = args->argument_lists[0][a];
+  for (size_t o = 0; o < program->num_outputs; o++)
+    buffers[args->num_args + o] = args->output_lists[0][o];
+  for (size_t b = 0; b < n; b++) kiln_pjrt_buffer_hold(buffers[b]);
+  kiln_pjrt_program_retain(program);
+  *job = (QueuedRun){program, run, done, args->num_args, program->num_outputs, buffers};
+  if (!kiln_pjrt_queue_push(device, run_queued, job)) {
+    for (size_t b = 0; b < n; b++) kiln_pjrt_buffer_release(buffers[b]);
+    kiln_pjrt_program_release(program);
+    for (size_t o = 0; o < program->num_outputs; o++) {
+      PJRT_Buffer *output = args->output_lists[0][o];
+      kiln_pjrt_event_free(output->pending);
+      output->pending = NULL;
+    }
+    kiln_pjrt_event_free(done);
+    free(buffers);
+    free(job);
+    return false;
+  }
+  if (args->device_complete_events) args->device_complete_events[0] = done;
+  return true;
+}
+
+/* A run of the plan without Python: queued on its device, or run here (see
+ * KILN_PJRT_ASYNC_MIN_BYTES). */
+static PJRT_Error *execute_direct(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *args,
+                                  PJRT_Device *device, KilnDirectRun *run) {
+  if (worth_queueing(args, program->num_outputs, device) &&
+      queue_run(program, args, device, run)) {
+    consume_donations(program, args);
+    return NULL;
+  }
+  PJRT_Error *error = NULL;
+  for (size_t a = 0; a < args->num_args && error == NULL; a++)
+    error = kiln_pjrt_buffer_wait(args->argument_lists[0][a]);
+  if (error == NULL) error = kiln_pjrt_direct_run(run, program->object);
+  kiln_pjrt_direct_finish(run, error == NULL);
+  if (error) {
+    for (size_t o = 0; o < program->num_outputs; o++) args->output_lists[0][o] = NULL;
+    return error;
+  }
+  consume_donations(program, args);
+  if (args->device_complete_events) args->device_complete_events[0] = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
 PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_LoadedExecutable *executable = args->executable;
   KilnProgram *program = executable->program;
@@ -632,18 +759,26 @@ PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
     return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
                            "Kiln's PJRT plugin runs programs through Kiln's Python, which is "
                            "not running in this process");
-  PJRT_Error *error = NULL;
-  if (program->direct == NULL || args->num_devices != 1 ||
-      !kiln_pjrt_direct_execute(program->direct, program->object, devices[0],
-                                args->argument_lists[0], args->num_args, args->output_lists[0],
-                                &error)) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    error = execute_locked(program, args, devices);
-    PyGILState_Release(gil);
+  if (program->direct != NULL && args->num_devices == 1) {
+    PJRT_Error *error = NULL;
+    KilnDirectRun *run = kiln_pjrt_direct_prepare(program->direct, devices[0],
+                                                  args->argument_lists[0], args->num_args,
+                                                  args->output_lists[0], &error);
+    if (error) return error;
+    if (run) return execute_direct(program, args, devices[0], run);
   }
+  /* Kiln's Python reads the arguments' data now: runs still writing it finish first. */
+  for (size_t d = 0; d < args->num_devices; d++)
+    for (size_t a = 0; a < args->num_args; a++) {
+      PJRT_Error *error = kiln_pjrt_buffer_wait(args->argument_lists[d][a]);
+      if (error) return error;
+    }
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PJRT_Error *error = execute_locked(program, args, devices);
+  PyGILState_Release(gil);
   if (error) return error;
   consume_donations(program, args);
-  /* Execution is synchronous: every device is done now. */
+  /* This path is synchronous: every device is done now. */
   if (args->device_complete_events)
     for (size_t d = 0; d < args->num_devices; d++)
       args->device_complete_events[d] = kiln_pjrt_event_ready(NULL);

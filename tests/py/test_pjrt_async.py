@@ -1,10 +1,8 @@
-"""Concurrent calls through Kiln's PJRT plugin (JAX_PLATFORMS=kiln): 8 Python threads
-compiling and calling at once, result buffers fed back as arguments, donation and
-block_until_ready from every thread (pjrt_async_steps.py, in a process of its own).
-
-Execute is synchronous today (it returns when the results are written, and the events it
-hands JAX are complete): these tests pin down what must keep holding when it becomes
-asynchronous."""
+"""Concurrent and asynchronous calls through Kiln's PJRT plugin (JAX_PLATFORMS=kiln): 8 Python
+threads compiling and calling at once, result buffers fed back as arguments, donation and
+block_until_ready from every thread; runs queued on their device (Execute returns before
+they end) chained, donated, dropped and failing (pjrt_async_steps.py, in a process of its
+own)."""
 from __future__ import annotations
 
 import json
@@ -42,3 +40,24 @@ def test_block_until_ready_leaves_results_ready_in_every_thread(seen):
 def test_each_threads_donated_buffer_is_consumed_and_the_other_kept(seen):
     from pjrt_async_steps import ROUNDS, THREADS
     assert seen["donated_deleted"] == [True] * (THREADS * ROUNDS)
+
+
+def test_queued_runs_chained_from_four_threads_are_right(seen):
+    assert seen["queued_hung"] == 0
+    assert seen["queued_errors"] == []
+
+
+def test_execute_returns_before_queued_runs_end(seen):
+    # 12 runs of a 384x384 matmul: dispatching them takes a small part of running them
+    assert seen["dispatch_s"] < 0.5 * seen["total_s"], (seen["dispatch_s"], seen["total_s"])
+
+
+def test_a_donated_argument_still_being_written_is_consumed_after_it_is(seen):
+    assert seen["donated_pending_deleted"] and seen["donated_pending_right"]
+
+
+def test_a_queued_run_that_fails_reports_kilns_error_where_its_result_is_read(seen):
+    failure = seen["queued_failure"]
+    assert failure.startswith("JaxRuntimeError: ") and \
+        "kiln_test_queued_fails was asked to fail" in failure, failure
+    assert seen["after_failure_right"]

@@ -228,13 +228,8 @@ def _execute(plugin, executable, buffers, num_outputs):
     return plugin.call("PJRT_LoadedExecutable_Execute", args), list(outputs)
 
 
-def test_execute_runs_from_c_and_checks_its_arguments(plugin, client):
-    """A plain program runs through the C execute path (runtime/pjrt/kiln_pjrt_direct.c, no
-    Python per call; under the sanitizer job this is where it is checked), its 4 MB result on
-    a block kept for reuse from the first run; an argument of another shape takes the Python
-    path, which says what is wrong."""
-    from kiln.pjrt import bridge
-    n = 1 << 20
+def _compile_add_one(plugin, client, n):
+    """A plain program over n floats: (x + 1, sum(x))."""
     text = (f"func.func @main(%x: tensor<{n}xf32>) -> (tensor<{n}xf32>, tensor<f32>) {{\n"
             f"  %one = stablehlo.constant dense<1.0> : tensor<{n}xf32>\n"
             f"  %y = stablehlo.add %x, %one : tensor<{n}xf32>\n"
@@ -249,6 +244,17 @@ def test_execute_runs_from_c_and_checks_its_arguments(plugin, client):
     program.format, program.format_size = c_string("mlir"), 4
     executable = plugin.ok("PJRT_Client_Compile", client=client,
                            program=ctypes.addressof(program)).executable
+    return executable
+
+
+def test_execute_runs_from_c_and_checks_its_arguments(plugin, client):
+    """A plain program runs through the C execute path (runtime/pjrt/kiln_pjrt_direct.c, no
+    Python per call; under the sanitizer job this is where it is checked), its 4 MB result on
+    a block kept for reuse from the first run; an argument of another shape takes the Python
+    path, which says what is wrong."""
+    from kiln.pjrt import bridge
+    n = 1 << 20
+    executable = _compile_add_one(plugin, client, n)
     x = np.arange(n, dtype=np.float32) % 7
     argument = to_device(plugin, client, x)
     before = bridge.counts["python_execute"]
@@ -266,5 +272,33 @@ def test_execute_runs_from_c_and_checks_its_arguments(plugin, client):
     assert code == abi.PJRT_Error_Code_INVALID_ARGUMENT and "Kiln" in message, message
     assert bridge.counts["python_execute"] == before + 1
     for buffer in (argument, short):
+        plugin.ok("PJRT_Buffer_Destroy", buffer=buffer)
+    plugin.ok("PJRT_LoadedExecutable_Destroy", executable=executable)
+
+
+def test_a_queued_run_keeps_its_buffers_until_it_ends_and_its_events_complete(plugin, client):
+    """A run over 8 MB is queued on its device (Execute returns before it ends): its argument
+    and outputs destroyed at once are kept until it ends (the sanitizer job checks no memory
+    is touched after it is freed); the next run's outputs complete their ready events, and
+    read back right."""
+    n = 1 << 20
+    executable = _compile_add_one(plugin, client, n)
+    x = np.arange(n, dtype=np.float32) % 5
+    for _ in range(3):
+        argument = to_device(plugin, client, x)
+        error, outputs = _execute(plugin, executable, [argument], 2)
+        assert error is None, plugin.message(error)
+        for buffer in [argument] + outputs:
+            plugin.ok("PJRT_Buffer_Destroy", buffer=buffer)
+    argument = to_device(plugin, client, x)
+    error, (y, s) = _execute(plugin, executable, [argument], 2)
+    assert error is None, plugin.message(error)
+    ready = plugin.ok("PJRT_Buffer_ReadyEvent", buffer=y).event
+    plugin.ok("PJRT_Event_Await", event=ready)
+    assert plugin.ok("PJRT_Event_IsReady", event=ready).is_ready
+    plugin.ok("PJRT_Event_Destroy", event=ready)
+    np.testing.assert_array_equal(_to_host(plugin, y, (n,)), x + 1)
+    assert _to_host(plugin, s, ())[()] == x.sum(dtype=np.float64)
+    for buffer in (argument, y, s):
         plugin.ok("PJRT_Buffer_Destroy", buffer=buffer)
     plugin.ok("PJRT_LoadedExecutable_Destroy", executable=executable)

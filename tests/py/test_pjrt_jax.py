@@ -130,3 +130,23 @@ def test_a_bad_device_count_is_a_clear_error():
     proc = run_script("import jax; jax.devices()", KILN_DEVICES="lots")
     assert proc.returncode != 0
     assert "KILN_DEVICES='lots': expected a device count from 1 to 1024" in proc.stderr
+
+
+def test_tokens_are_token_buffers_that_refuse_conversion_and_pass_back_in():
+    proc = run_script(
+        "import jax, jax.numpy as jnp\n"
+        "token = jax.lax.create_token()\n"
+        "try:\n"
+        "    token._buf._value\n"
+        "    print('converted')\n"
+        "except RuntimeError as e:\n"
+        "    print('refused:', e)\n"
+        "f = jax.jit(lambda a, t: (a * 2, t))\n"
+        "a, t = f(jnp.ones(3), token)\n"
+        "a, t = f(a, t)\n"
+        "print(a.tolist(), type(t).__name__)\n")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    refused, passed = proc.stdout.splitlines()[-2:]
+    assert refused.startswith("refused:") and \
+        "Cannot convert a token-shape buffer to a numpy array" in refused, refused
+    assert passed == "[4.0, 4.0, 4.0] Token"

@@ -68,7 +68,8 @@ def stablehlo_versions() -> tuple[tuple[int, int, int], tuple[int, int, int]]:
 class Program:
     """A program compiled by Kiln for the plugin, with the metadata the C side copies."""
 
-    def __init__(self, executable, name: str, options: CompileOptions, fingerprint: str):
+    def __init__(self, executable, name: str, options: CompileOptions, fingerprint: str,
+                 token_outputs=()):
         self.executable = executable
         self.name = name
         self.fingerprint = fingerprint
@@ -78,7 +79,11 @@ class Program:
         self.device_assignment = options.serialized_device_assignment()
         specs = executable.result_specs
         self.output_dtypes = [np.dtype(s.dtype) for s in specs]
-        self.output_types = [element_types.code_of(s.dtype, f"result {i}")
+        # Results the program declares as !stablehlo.token: Kiln computes an empty bool array
+        # for each (lowering/tuples.py), the framework gets a buffer of PJRT's TOKEN type.
+        self.token_outputs = sorted(token_outputs)
+        self.output_types = [element_types.TOKEN if i in token_outputs else
+                             element_types.code_of(s.dtype, f"result {i}")
                              for i, s in enumerate(specs)]
         if not all(s.is_static for s in specs):
             raise KilnError("results of dynamic shape cannot be returned through PJRT",
@@ -98,7 +103,10 @@ class Program:
             self._set_up_devices(executable, specs, options)
         else:
             self.output_dims = [tuple(int(d) for d in s.shape) for s in specs]
-        self.native_call = _native_call(executable, name) if self._devices == 1 else None
+        for i in self.token_outputs:
+            self.output_dims[i] = ()
+        self.native_call = _native_call(executable, name) \
+            if self._devices == 1 and not self.token_outputs else None
 
     def _set_up_devices(self, executable, specs, options: CompileOptions):
         """A program over several devices: replicas (pmap) run the whole program each on
@@ -129,7 +137,9 @@ class Program:
             tuple(int(d) for d in s.shape)
             for i, (s, sharding) in enumerate(zip(specs, results))]
         self.parameter_shardings = [op_sharding(s, devices) for s in arguments]
-        self.output_shardings = [op_sharding(s, devices) for s in results]
+        # No outputs: XLA reports one sharding, the empty tuple's, and JAX expects that.
+        self.output_shardings = [op_sharding(s, devices) for s in results] or \
+            [op_sharding(None, devices)]
 
     def stopped(self, reason: int, message: bytes):
         """The Failure of a run the C execute path started and KilnInvoke stopped early
@@ -146,7 +156,8 @@ class Program:
         try:
             from . import serialized
             return serialized.dump(self.executable, {
-                "name": self.name, "fingerprint": self.fingerprint, "donated": self.donated})
+                "name": self.name, "fingerprint": self.fingerprint, "donated": self.donated,
+                "token_outputs": self.token_outputs})
         except Exception as exc:  # reported through PJRT, never lost
             return _failure("serialize", exc)
 
@@ -188,6 +199,8 @@ class Program:
         return self.executable.flat(*arrays)
 
     def _result(self, index: int, out, arguments):
+        if index in self.token_outputs:
+            return np.empty(0, np.uint8)  # a token holds no data
         out = np.asarray(out)
         if out.dtype != self.output_dtypes[index] or out.shape != self.output_dims[index]:
             raise KilnError(f"result {index} is {out.dtype}{list(out.shape)}, compiled as "
@@ -229,6 +242,8 @@ def _native_call(executable, name: str):
 
 
 def _array(view: memoryview, code: int, dims: tuple) -> np.ndarray:
+    if code == element_types.TOKEN:
+        return np.zeros(0, np.bool_)  # what Kiln's entry takes for a token (lowering/tuples.py)
     return np.frombuffer(view, dtype=np.uint8).view(element_types.dtype_of(code)).reshape(dims)
 
 
@@ -250,10 +265,10 @@ def compile(code: bytes, format: str, options: bytes, num_devices: int):
                             "plugin", hint="JAX sends StableHLO ('mlir')")
         compile_options = parse_compile_options(options, num_devices)
         import kiln
-        name, donated = _read_module(code)
+        name, donated, tokens = _read_module(code)
         executable = kiln.compile(code, filename=name)
         digest = hashlib.sha256(code + options).hexdigest()[:32]
-        program = Program(executable, name, compile_options, digest)
+        program = Program(executable, name, compile_options, digest, tokens)
         program.donated = donated
         from_cache = set(executable.origins.values()) == {"cache"}
         counts["kiln_cache" if from_cache else "compiled"] += 1
@@ -270,7 +285,8 @@ def deserialize(data: bytes, options: bytes, num_devices: int):
         from . import serialized
         executable, header = serialized.load(data)
         compile_options = parse_compile_options(options, num_devices)
-        program = Program(executable, header["name"], compile_options, header["fingerprint"])
+        program = Program(executable, header["name"], compile_options, header["fingerprint"],
+                          header.get("token_outputs", ()))
         program.donated = header["donated"]
         counts["deserialized"] += 1
         return program
@@ -278,13 +294,13 @@ def deserialize(data: bytes, options: bytes, num_devices: int):
         return _failure("deserialize", exc)
 
 
-def _read_module(code: bytes) -> tuple[str, list[int]]:
-    """The module's name (JAX names it after the function: jit_f), for messages, and the
+def _read_module(code: bytes) -> tuple[str, list[int], list[int]]:
+    """The module's name (JAX names it after the function: jit_f), for messages; the
     parameters JAX donates (tf.aliasing_output / jax.buffer_donor on @main's arguments): the
     plugin marks their buffers deleted after a run, as XLA does, so that JAX sees them
-    consumed; Kiln writes results to new memory, so nothing else changes. (A portable artifact
-    encodes attribute names, so they cannot be searched for in its bytes: the module is read,
-    a small cost beside compiling it.)"""
+    consumed; Kiln writes results to new memory, so nothing else changes; and @main's results
+    of type !stablehlo.token. (A portable artifact encodes attribute names, so they cannot be
+    searched for in its bytes: the module is read, a small cost beside compiling it.)"""
     from jax._src.interpreters.mlir import make_ir_context
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import stablehlo
@@ -300,9 +316,11 @@ def _read_module(code: bytes) -> tuple[str, list[int]]:
         for op in module.body.operations:
             if op.operation.name == "func.func" and \
                     ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                results = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results
+                tokens = [i for i, t in enumerate(results) if str(t) == "!stablehlo.token"]
                 if "arg_attrs" not in op.attributes:
-                    return name, []
+                    return name, [], tokens
                 return name, [i for i, attrs in enumerate(op.attributes["arg_attrs"])
                               if "tf.aliasing_output" in ir.DictAttr(attrs)
-                              or "jax.buffer_donor" in ir.DictAttr(attrs)]
-    return name, []
+                              or "jax.buffer_donor" in ir.DictAttr(attrs)], tokens
+    return name, [], []

@@ -23,6 +23,7 @@ DTYPES: dict[int, np.dtype] = {code: np.dtype(dtype) for code, dtype in {
     29: ml_dtypes.float4_e2m1fn,
 }.items()}
 CODES: dict[np.dtype, int] = {dtype: code for code, dtype in DTYPES.items()}
+TOKEN = 23  # PJRT_Buffer_Type_TOKEN: a token, which holds no data
 
 
 def dtype_of(code: int) -> np.dtype:

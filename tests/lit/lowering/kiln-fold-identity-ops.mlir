@@ -47,3 +47,22 @@ func.func @kept(%a: tensor<ui32>, %s: tensor<2x2xi32>)
   %3 = stablehlo.broadcast_in_dim %s, dims = [1, 0] : (tensor<2x2xi32>) -> tensor<2x2xi32>
   return %0, %1, %2, %3 : tensor<1xui32>, tensor<i32>, tensor<2x2xi32>, tensor<2x2xi32>
 }
+
+// -----
+
+// Windows as large as their operand: the start indices clamp to 0, so a dynamic_slice is its
+// operand and a dynamic_update_slice its update. Upstream crashes on the 0-d dynamic_slice
+// JAX's shard_map emits for a scalar. A smaller window is kept.
+// CHECK-LABEL: func.func @whole_windows
+// CHECK-SAME: (%[[S:.*]]: tensor<f32>, %[[V:.*]]: tensor<3xf32>, %[[U:.*]]: tensor<3xf32>, %[[I:.*]]: tensor<i32>)
+// CHECK: %[[PART:.*]] = stablehlo.dynamic_slice %[[V]], %[[I]], sizes = [2]
+// CHECK-NOT: stablehlo.dynamic
+// CHECK: return %[[S]], %[[V]], %[[U]], %[[PART]]
+func.func @whole_windows(%s: tensor<f32>, %v: tensor<3xf32>, %u: tensor<3xf32>, %i: tensor<i32>)
+    -> (tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<2xf32>) {
+  %0 = stablehlo.dynamic_slice %s, sizes = [] : (tensor<f32>) -> tensor<f32>
+  %1 = stablehlo.dynamic_slice %v, %i, sizes = [3] : (tensor<3xf32>, tensor<i32>) -> tensor<3xf32>
+  %2 = stablehlo.dynamic_update_slice %v, %u, %i : (tensor<3xf32>, tensor<3xf32>, tensor<i32>) -> tensor<3xf32>
+  %3 = stablehlo.dynamic_slice %v, %i, sizes = [2] : (tensor<3xf32>, tensor<i32>) -> tensor<2xf32>
+  return %0, %1, %2, %3 : tensor<f32>, tensor<3xf32>, tensor<3xf32>, tensor<2xf32>
+}

@@ -105,8 +105,13 @@ def lower_shardy(module, ir) -> None:
             mesh = sdy.MeshAttr(ref)
             axes = [(sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size) for a in mesh.axes]
             ids = list(mesh.device_ids)
-        if len(list(s.unreduced_axes)):
-            raise KilnError(f"{what}: unreduced axes are not supported yet")
+        unreduced = []
+        for a in s.unreduced_axes:
+            ref_axis = sdy.AxisRefAttr(a)
+            if ref_axis.sub_axis_info is not None:
+                raise KilnError(f"{what}: unreduced sub-axes ({a}) are not supported yet")
+            if manual_axes is None or ref_axis.name in manual_axes:
+                unreduced.append(ref_axis.name)
         dims = []
         for d in s.dimension_shardings:
             names = []
@@ -117,7 +122,7 @@ def lower_shardy(module, ir) -> None:
                 if manual_axes is None or ref_axis.name in manual_axes:
                     names.append(ref_axis.name)
             dims.append(names)
-        return from_sdy(axes, ids, dims, what).to_json()
+        return from_sdy(axes, ids, dims, what, unreduced).to_json()
 
     # Entry arguments and results.
     for op in _nested(top):
@@ -146,6 +151,46 @@ def lower_shardy(module, ir) -> None:
         if op.name in ("sdy.sharding_constraint", "sdy.reshard"):
             op.results[0].replace_all_uses_with(op.operands[0])
             op.erase()
+    _results_keep_their_shards(top, ir)
+
+
+def _results_keep_their_shards(top, ir) -> None:
+    """The first step of propagation, for results the program leaves unannotated (jit without
+    out_shardings): a result that is a shard_map output, or an argument returned as it is,
+    keeps that value's sharding, as XLA's propagation gives it, instead of being gathered
+    whole on every device."""
+    for func in _nested(top):
+        if func.name != "func.func" or "res_attrs" not in func.attributes:
+            continue
+        body = func.regions[0].blocks[0]
+        returned = list(list(body)[-1].operation.operands)
+        arg_attrs = list(ir.ArrayAttr(func.attributes["arg_attrs"])) \
+            if "arg_attrs" in func.attributes else []
+        updated = []
+        for value, attrs in zip(returned, ir.ArrayAttr(func.attributes["res_attrs"])):
+            attrs = ir.DictAttr(attrs)
+            entries = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
+            if SHARDING not in entries and "sdy.sharding" not in entries:
+                found = _sharding_of_value(value, body, arg_attrs, ir)
+                if found is not None:
+                    entries[SHARDING] = found
+            updated.append(ir.DictAttr.get(entries))
+        func.attributes["res_attrs"] = ir.ArrayAttr.get(updated)
+
+
+def _sharding_of_value(value, body, arg_attrs, ir):
+    owner = value.owner
+    if isinstance(owner, ir.Block):
+        for i, arg in enumerate(body.arguments):
+            if arg == value and i < len(arg_attrs):
+                attrs = ir.DictAttr(arg_attrs[i])
+                return attrs[SHARDING] if SHARDING in attrs else None
+        return None
+    op = owner.operation if hasattr(owner, "operation") else owner
+    if op.name == "stablehlo.custom_call" and SHARDING in op.attributes and \
+            ir.StringAttr(op.attributes["call_target_name"]).value == TO_GLOBAL:
+        return op.attributes[SHARDING]
+    return None
 
 
 def _inline_manual(op, sharding_of, ir) -> None:

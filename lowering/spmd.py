@@ -126,26 +126,71 @@ def _local_type(t: ir.Type, sharding: Sharding, what: str) -> ir.RankedTensorTyp
 
 def _slice_local(value: ir.Value, sharding: Sharding, devices: int, what: str) -> ir.Value:
     """This device's shard of `value`: a dynamic_slice at a row of an offset table indexed
-    by partition_id."""
+    by partition_id. Of a shard's partial values (unreduced axes), the first holder gets the
+    shard and the others zeros, which sum to it."""
     from .legalize.hlo_builder import HloBuilder
     t = ir.RankedTensorType(value.type)
     shape = list(t.shape)
     local = sharding.local_shape(shape, what)
-    table = np.zeros((devices, len(shape)), np.int64)
+    partial = sharding.partials > 1  # one more column: the device's partial index
+    table = np.zeros((devices, len(shape) + partial), np.int64)
     for d in set(sharding.devices):
-        table[d] = sharding.offsets(d, shape)
+        table[d, :len(shape)] = sharding.offsets(d, shape)
+        if partial:
+            table[d, -1] = sharding.partial_index(d)
     h = HloBuilder()
     pid = ir.Operation.create("stablehlo.partition_id",
                               results=[ir.RankedTensorType.get([], ir.IntegerType.get_unsigned(32))]).result
     pid = h.convert(pid, "i64")
+    width = table.shape[1]
     row = h.dynamic_slice(h.constant(table, "i64"), [pid, h.constant(np.array(0, np.int64), "i64")],
-                          [1, len(shape)])
-    starts = [h.reshape(h.slice(row, [0, k], [1, k + 1]), []) for k in range(len(shape))]
-    return h.dynamic_slice(value, starts, list(local))
+                          [1, width])
+    column = [h.reshape(h.slice(row, [0, k], [1, k + 1]), []) for k in range(width)]
+    shard = h.dynamic_slice(value, column[:len(shape)], list(local))
+    if not partial:
+        return shard
+    first = h.compare("EQ", column[-1], h.constant(np.array(0, np.int64), "i64"))
+    zeros = ir.Operation.create("stablehlo.constant", results=[shard.type],
+                                attributes={"value": _zeros(shard.type)}).result
+    return h.select(h.broadcast(first, list(local), []), shard, zeros)
+
+
+def _zeros(t: ir.Type) -> ir.DenseElementsAttr:
+    """A splat of zeros of tensor type `t` (any element type: false, 0, 0.0, (0, 0))."""
+    element = ir.RankedTensorType(t).element_type
+    if isinstance(element, ir.ComplexType):
+        return ir.DenseElementsAttr(ir.Attribute.parse(f"dense<(0.0,0.0)> : {t}"))
+    if isinstance(element, ir.FloatType):
+        return ir.DenseElementsAttr.get_splat(t, ir.FloatAttr.get(element, 0.0))
+    return ir.DenseElementsAttr.get_splat(t, ir.IntegerAttr.get(element, 0))
+
+
+def _sum_partials(value: ir.Value, sharding: Sharding) -> ir.Value:
+    """Every holder of a shard's partial values gets their sum (an all_reduce over them)."""
+    t = ir.RankedTensorType(value.type)
+    scalar = ir.RankedTensorType.get([], t.element_type)
+    groups = ir.DenseElementsAttr.get(np.array(sharding.reduce_groups(), np.int64))
+    op = ir.Operation.create(
+        "stablehlo.all_reduce", results=[t], operands=[value],
+        attributes={"replica_groups": groups,
+                    "channel_handle": ir.Attribute.parse(
+                        "#stablehlo.channel_handle<handle = 1, type = 0>"),
+                    "use_global_device_ids": ir.UnitAttr.get()}, regions=1)
+    block = op.regions[0].blocks.append(scalar, scalar)
+    adds = "stablehlo.or" if t.element_type == ir.IntegerType.get_signless(1) else \
+        "stablehlo.add"
+    with ir.InsertionPoint(block):
+        total = ir.Operation.create(adds, results=[scalar],
+                                    operands=[block.arguments[0], block.arguments[1]]).result
+        ir.Operation.create("stablehlo.return", operands=[total])
+    return op.result
 
 
 def _gather_global(value: ir.Value, sharding: Sharding, shape: list[int]) -> ir.Value:
-    """The global value from every device's shard: one all_gather per split dimension."""
+    """The global value from every device's shard: partial values summed, then one
+    all_gather per split dimension."""
+    if sharding.partials > 1:
+        value = _sum_partials(value, sharding)
     t = ir.RankedTensorType(value.type)
     current = list(t.shape)
     for dim, tiles in enumerate(sharding.tiles):

@@ -61,6 +61,20 @@ def cases(jax, jnp):
         g = jax.jit(shard_map(body, mesh=mesh8, in_specs=P("d"), out_specs=P("d")))
         return g(put(x, mesh8, P("d")))
 
+    @case("shard_map_unreduced")
+    def _():
+        # partial sums left unreduced by a shard_map, then summed by a reshard
+        from jax.sharding import AxisType
+        mesh = jax.make_mesh((2,), ("u",), axis_types=(AxisType.Explicit,),
+                             devices=devices[:2])
+        with jax.set_mesh(mesh):
+            arr = jax.device_put(np.arange(8.0, dtype=np.float32), P("u"))
+            f = shard_map(lambda v: jax.lax.pcast(v * 2, "u", to="unreduced"),
+                          out_specs=P(unreduced={"u"}))
+            out = jax.jit(f)(arr)
+            assert out.sharding.spec.unreduced == {"u"}, out.sharding
+            return jax.reshard(out, P())
+
     @case("pmap")
     def _():
         return jax.pmap(lambda a: a * 3 + jax.lax.psum(a, "i"), axis_name="i")(x)

@@ -48,10 +48,12 @@ EXPECTED = {
     "jit_elementwise_and_matmul": ([np.sin(X) @ X.T + 1], None, None),
     "jit_out_shardings": ([np.tanh(X @ W)], (4, 8), "P('x', 'y')"),
     "jit_partly_replicated": ([X * 2 + X.sum(axis=0)], (4, 8), "P('y',)"),
-    "shard_map_psum": ([X[:4] + X[4:]], None, None),
+    # shard_map outputs keep their out_specs' sharding (no jit out_shardings given)
+    "shard_map_psum": ([X[:4] + X[4:]], (4, 4), "P(None, 'y')"),
     "shard_map_all_gather_ppermute": ([X.sum(axis=0, keepdims=True) + np.roll(X, 1, axis=0)],
-                                      None, None),
+                                      (1, 8), "P('d',)"),
     "pmap": ([X * 3 + X.sum(axis=0)], (1, 8), "P('i',)"),
+    "shard_map_unreduced": ([(np.arange(4.0) + np.arange(4.0, 8.0)) * 2], None, None),
     "data_parallel_step": (None, None, None),
 }
 
@@ -77,3 +79,42 @@ def test_case(results, name):
             # no sharding in the program for this result: Kiln does not propagate shardings
             # yet (issue 29), so every device holds all of it, which JAX is told
             assert all(tuple(s) == expected.shape for s in shards)
+
+
+# What JAX's NamedSharding gives as XLA's HloSharding for these specs on a 2x2 mesh ("x", "y")
+# (printed by `NamedSharding(mesh, spec)._to_xla_hlo_sharding(2)`, jax 0.10.2).
+XLA_FORMS = [
+    ([["y"], []], [], "{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}"),
+    ([["x", "y"], []], [], "{devices=[4,1]0,1,2,3}"),
+    ([[], []], ["x"], "{devices=[1,1,2,2]0,1,2,3 last_tile_dims={unreduced, replicated}}"),
+    ([["y"], []], ["x"], "{devices=[2,1,2]0,2,1,3 last_tile_dims={unreduced}}"),
+    ([[], []], ["x", "y"], "{unreduced}"),
+    ([[], []], [], "{replicated}"),
+]
+
+
+@pytest.mark.parametrize("dims, unreduced, want", XLA_FORMS)
+def test_reported_shardings_are_the_ones_xla_gives(dims, unreduced, want):
+    from jax._src.lib import xla_client as xc
+
+    from kiln.distributed.sharding import from_hlo, from_sdy
+    from kiln.pjrt.shardings import op_sharding
+    mine = from_sdy([("x", 2), ("y", 2)], [], dims, "test", unreduced)
+    proto = xc.OpSharding()
+    proto.ParseFromString(op_sharding(mine, 4))
+    assert str(xc.HloSharding.from_proto(proto)) == want
+    assert from_hlo(want, 2, 4, "test") == mine  # and XLA's text reads back the same
+
+
+def test_partial_values_split_and_assemble_through_their_sum():
+    from kiln.distributed.sharding import from_sdy
+    s = from_sdy([("x", 2), ("y", 2)], [], [["y"], []], "test", ["x"])
+    array = np.arange(8.0).reshape(4, 2)
+    shards = s.split(array, 4)
+    # y splits the rows (devices 0, 2 hold rows 0-1; 1, 3 rows 2-3), x holds partial values
+    assert s.partials == 2 and s.reduce_groups() == [[0, 2], [1, 3]]
+    assert [s.partial_index(d) for d in range(4)] == [0, 0, 1, 1]
+    assert not shards[2].any() and not shards[3].any()      # second partials: zeros
+    np.testing.assert_array_equal(s.assemble(shards, (4, 2), np.float64), array)
+    moved = [shard + (7.0 if s.partial_index(d) else -7.0) for d, shard in enumerate(shards)]
+    np.testing.assert_array_equal(s.assemble(moved, (4, 2), np.float64), array)  # sums count

@@ -7,9 +7,10 @@ from __future__ import annotations
 from ..distributed.sharding import Sharding
 from .protos import messages
 
-# OpSharding.Type
+# OpSharding.Type (also the kinds of `last_tile_dims`)
 REPLICATED = 0
 OTHER = 3
+UNREDUCED = 6
 
 
 def op_sharding(sharding: Sharding | None, num_devices: int) -> bytes:
@@ -20,17 +21,21 @@ def op_sharding(sharding: Sharding | None, num_devices: int) -> bytes:
     if sharding is None or sharding.is_replicated:
         message.type = REPLICATED
         return message.SerializeToString()
-    copies = len(sharding.devices) // max(1, _product(sharding.tiles))
+    copies = sharding.replication
+    if sharding.partials > 1 and copies == 1 and all(t == 1 for t in sharding.tiles):
+        message.type = UNREDUCED  # partial values on every device
+        return message.SerializeToString()
     message.type = OTHER
-    message.tile_assignment_dimensions.extend(list(sharding.tiles) + ([copies] if copies > 1
-                                                                       else []))
+    message.tile_assignment_dimensions.extend(sharding.tiles)
     message.tile_assignment_devices.extend(sharding.devices)
-    message.replicate_on_last_tile_dim = copies > 1
+    if sharding.partials > 1:
+        # the grid's trailing dimensions, as XLA names them: partial values, then copies
+        message.tile_assignment_dimensions.append(sharding.partials)
+        message.last_tile_dims.append(UNREDUCED)
+        if copies > 1:
+            message.tile_assignment_dimensions.append(copies)
+            message.last_tile_dims.append(REPLICATED)
+    elif copies > 1:
+        message.tile_assignment_dimensions.append(copies)
+        message.replicate_on_last_tile_dim = True
     return message.SerializeToString()
-
-
-def _product(values) -> int:
-    out = 1
-    for v in values:
-        out *= v
-    return out

@@ -50,3 +50,23 @@ module attributes {mhlo.num_partitions = 4 : i32} {
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// Partial values (Shardy's unreduced axes): a value whose 2 devices each hold a part of it is
+// summed (all_reduce over the holders) where the program needs it whole; a result left
+// unreduced is the whole value on the first holder and zeros on the other (the partition_id
+// table's last column says which partial a device holds).
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: (%arg0: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: "stablehlo.all_reduce"(%arg0) <{{.*}}replica_groups = dense<{{\[\[}}0, 1]]> : tensor<1x2xi64>
+// CHECK: stablehlo.add
+// CHECK: stablehlo.constant dense<{{\[\[}}0, 0], [0, 1]]>
+// CHECK: stablehlo.compare EQ
+// CHECK: stablehlo.select
+module attributes {mhlo.num_partitions = 2 : i32} {
+  func.func @main(%x: tensor<4xf32> {kiln.sharding = "{\22tiles\22: [1], \22devices\22: [0, 1], \22partials\22: 2}"}) -> (tensor<4xf32> {kiln.sharding = "{\22tiles\22: [1], \22devices\22: [0, 1], \22partials\22: 2}"}) {
+    %e = stablehlo.exponential %x : tensor<4xf32>
+    return %e : tensor<4xf32>
+  }
+}

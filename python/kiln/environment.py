@@ -76,6 +76,9 @@ VARIABLES: tuple[Variable, ...] = (
     # devices
     Variable("KILN_DEVICES", "1", "how many devices Kiln's PJRT plugin offers JAX (1 to "
              "1024, threads of one process sharing host memory)"),
+    Variable("KILN_JAX_CPU", "1", "with `JAX_PLATFORMS=kiln`, also start JAX's CPU backend "
+             "(after Kiln, which stays the default): JAX's callbacks and `lax.scan` place "
+             "values on it by name; `0` leaves it out"),
     Variable("KILN_MAX_DEVICES", None, "the most devices (replicas x partitions) a program "
              "may ask for", default_text="1024, or half the process's thread limit if lower"),
     Variable("KILN_COLLECTIVE_TIMEOUT", "600", "seconds a device waits in a collective for "

@@ -655,6 +655,20 @@ static bool worth_queueing(const PJRT_LoadedExecutable_Execute_Args *args, size_
   return bytes >= KILN_PJRT_ASYNC_MIN_BYTES || !written || !kiln_pjrt_queue_idle(device);
 }
 
+/* Undoes what queue_run set up for a run it could not queue. */
+static bool not_queued(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *args,
+                       QueuedRun *job, PJRT_Buffer **buffers, PJRT_Event *done) {
+  for (size_t o = 0; o < program->num_outputs; o++) {
+    PJRT_Buffer *output = args->output_lists[0][o];
+    kiln_pjrt_event_free(output->pending);
+    output->pending = NULL;
+  }
+  kiln_pjrt_event_free(done);
+  free(buffers);
+  free(job);
+  return false;
+}
+
 /* Queues a prepared run; false (nothing queued, the run untouched) if out of memory. */
 static bool queue_run(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *args,
                       PJRT_Device *device, KilnDirectRun *run) {
@@ -668,17 +682,7 @@ static bool queue_run(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *
     if (output->pending == NULL) output->pending = kiln_pjrt_event_new();
     ok = output->pending != NULL;
   }
-  if (!ok) {
-    for (size_t o = 0; o < program->num_outputs; o++) {
-      PJRT_Buffer *output = args->output_lists[0][o];
-      kiln_pjrt_event_free(output->pending);
-      output->pending = NULL;
-    }
-    kiln_pjrt_event_free(done);
-    free(buffers);
-    free(job);
-    return false;
-  }
+  if (!ok) return not_queued(program, args, job, buffers, done);
   for (size_t a = 0; a < args->num_args; a++) buffers[a] = args->argument_lists[0][a];
   for (size_t o = 0; o < program->num_outputs; o++)
     buffers[args->num_args + o] = args->output_lists[0][o];
@@ -688,15 +692,7 @@ static bool queue_run(KilnProgram *program, PJRT_LoadedExecutable_Execute_Args *
   if (!kiln_pjrt_queue_push(device, run_queued, job)) {
     for (size_t b = 0; b < n; b++) kiln_pjrt_buffer_release(buffers[b]);
     kiln_pjrt_program_release(program);
-    for (size_t o = 0; o < program->num_outputs; o++) {
-      PJRT_Buffer *output = args->output_lists[0][o];
-      kiln_pjrt_event_free(output->pending);
-      output->pending = NULL;
-    }
-    kiln_pjrt_event_free(done);
-    free(buffers);
-    free(job);
-    return false;
+    return not_queued(program, args, job, buffers, done);
   }
   if (args->device_complete_events) args->device_complete_events[0] = done;
   return true;

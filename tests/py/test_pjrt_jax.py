@@ -150,3 +150,37 @@ def test_tokens_are_token_buffers_that_refuse_conversion_and_pass_back_in():
     assert refused.startswith("refused:") and \
         "Cannot convert a token-shape buffer to a numpy array" in refused, refused
     assert passed == "[4.0, 4.0, 4.0] Token"
+
+
+def test_host_callbacks_run_in_python_with_jax_platforms_kiln():
+    """jax.debug.print, pure_callback and an ordered io_callback inside a jitted function;
+    JAX_PLATFORMS=kiln brings JAX's CPU backend along (JAX places a callback's inputs on it),
+    and without it (KILN_JAX_CPU=0) a callback fails with the callback's own error."""
+    code = (
+        "import jax, jax.numpy as jnp, numpy as np\n"
+        "from jax.experimental import io_callback\n"
+        "seen = []\n"
+        "@jax.jit\n"
+        "def f(x):\n"
+        "    jax.debug.print('sum is {s}', s=x.sum())\n"
+        "    y = jax.pure_callback(lambda a: np.sin(a).astype(a.dtype),\n"
+        "                          jax.ShapeDtypeStruct(x.shape, x.dtype), x)\n"
+        "    z = io_callback(lambda a: (seen.append(1), (a * 2).astype(a.dtype))[1],\n"
+        "                    jax.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True)\n"
+        "    return y + z\n"
+        "try:\n"
+        "    out = f(jnp.arange(3.0, dtype=jnp.float32))\n"
+        "    print(jax.default_backend(), np.asarray(out, np.float64).round(4).tolist(), len(seen))\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n")
+    proc = run_script(code)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[-2] == "sum is 3.0"
+    want = (np.sin(np.arange(3.0)) + 2 * np.arange(3.0)).round(4).tolist()
+    assert lines[-1] == f"kiln {want} 1"
+    proc = run_script(code, KILN_JAX_CPU="0")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("JaxRuntimeError") and "host callback" in last and \
+        "failed to find a local CPU device" in last, last

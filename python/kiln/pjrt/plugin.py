@@ -41,10 +41,24 @@ def device_count() -> int:
     return count
 
 
+def with_cpu_backend() -> None:
+    """`JAX_PLATFORMS=kiln` starts JAX's CPU backend too, after Kiln (the default device
+    stays Kiln's): JAX itself places values on the platform named "cpu" (the inputs of
+    `jax.debug.print`, `pure_callback` and `io_callback`; the constants `lax.scan` evaluates
+    eagerly) and fails without it, as it would under `JAX_PLATFORMS=cuda`. Called while
+    JAX discovers its plugins, before it reads the setting; KILN_JAX_CPU=0 leaves it out."""
+    import jax
+    chosen = jax.config.jax_platforms
+    if environment.get("KILN_JAX_CPU") != "0" and chosen and \
+            [p.strip() for p in chosen.split(",")] == [PLATFORM]:
+        jax.config.update("jax_platforms", f"{PLATFORM},cpu")
+
+
 def initialize() -> None:
     """Called by jax when it discovers its plugins."""
     from jax._src import xla_bridge
 
+    with_cpu_backend()
     xla_bridge.register_plugin(PLATFORM, priority=PRIORITY, library_path=str(library_path()),
                                options={"num_devices": device_count()})
     from .lowering import enable_donation, register_cpu_lowerings
@@ -52,3 +66,5 @@ def initialize() -> None:
     enable_donation(PLATFORM)
     from .jax_cache import admit
     admit(PLATFORM)  # JAX's persistent cache (executables serialize, signed: serialized.py)
+    from .callbacks import install
+    install()  # jax.debug.print, pure_callback, io_callback

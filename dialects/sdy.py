@@ -105,23 +105,19 @@ def lower_shardy(module, ir) -> None:
             mesh = sdy.MeshAttr(ref)
             axes = [(sdy.MeshAxisAttr(a).name, sdy.MeshAxisAttr(a).size) for a in mesh.axes]
             ids = list(mesh.device_ids)
-        unreduced = []
-        for a in s.unreduced_axes:
-            ref_axis = sdy.AxisRefAttr(a)
-            if ref_axis.sub_axis_info is not None:
-                raise KilnError(f"{what}: unreduced sub-axes ({a}) are not supported yet")
-            if manual_axes is None or ref_axis.name in manual_axes:
-                unreduced.append(ref_axis.name)
-        dims = []
-        for d in s.dimension_shardings:
-            names = []
-            for a in sdy.DimensionShardingAttr(d).axes:
+        def names(axis_refs, kind):
+            """The axes named (those of a shard_map's manual axes at its boundary)."""
+            kept = []
+            for a in axis_refs:
                 ref_axis = sdy.AxisRefAttr(a)
                 if ref_axis.sub_axis_info is not None:
-                    raise KilnError(f"{what}: sub-axis shardings ({a}) are not supported yet")
+                    raise KilnError(f"{what}: {kind} ({a}) are not supported yet")
                 if manual_axes is None or ref_axis.name in manual_axes:
-                    names.append(ref_axis.name)
-            dims.append(names)
+                    kept.append(ref_axis.name)
+            return kept
+        unreduced = names(s.unreduced_axes, "unreduced sub-axes")
+        dims = [names(sdy.DimensionShardingAttr(d).axes, "sub-axis shardings")
+                for d in s.dimension_shardings]
         return from_sdy(axes, ids, dims, what, unreduced).to_json()
 
     # Entry arguments and results.

@@ -173,12 +173,7 @@ static int64_t *describe(int64_t *words, const Spec *spec, void *data) {
 
 /* The error for a run KilnInvoke stopped: Program.stopped says which (under the GIL). */
 static PJRT_Error *stopped(PyObject *program, int reason, const char *message) {
-#if PY_VERSION_HEX >= 0x030D0000
-  bool finalizing = Py_IsFinalizing();
-#else
-  bool finalizing = _Py_IsFinalizing();
-#endif
-  if (!Py_IsInitialized() || finalizing) /* a queued run ending during shutdown */
+  if (!kiln_pjrt_python_usable()) /* a queued run ending during shutdown */
     return kiln_pjrt_error(PJRT_Error_Code_INTERNAL, "Kiln: the program stopped: %s", message);
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *result = PyObject_CallMethod(program, "stopped", "iy", reason, message);

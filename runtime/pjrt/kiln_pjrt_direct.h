@@ -7,8 +7,10 @@
 
 typedef struct KilnDirectCall KilnDirectCall;
 
-/* From kiln_pjrt_python.c, under the GIL: the PJRT error for the Python exception in flight
- * (cleared), and for a bridge.Failure (NULL for anything else). */
+/* From kiln_pjrt_python.c: whether Kiln's Python can be called (initialized, not shutting
+ * down); under the GIL, the PJRT error for the Python exception in flight (cleared), and for
+ * a bridge.Failure (NULL for anything else). */
+bool kiln_pjrt_python_usable(void);
 PJRT_Error *kiln_pjrt_python_error(const char *what);
 PJRT_Error *kiln_pjrt_failure(PyObject *result);
 

@@ -205,21 +205,24 @@ PJRT_Error *kiln_Executable_DeserializeAndLoad(PJRT_Executable_DeserializeAndLoa
 /* ---- the Shardings extension ---- */
 /* The framework passes the PJRT_Executable of a loaded executable (GetExecutable's), whose
  * first field, like a PJRT_LoadedExecutable's, is the program. */
+static void report(const KilnShardings *found, size_t *count, const char *const **shardings,
+                   const size_t **sizes) {
+  *count = found->bytes ? found->count : 0;
+  *shardings = found->bytes;
+  *sizes = found->sizes;
+}
+
 static PJRT_Error *parameter_shardings(PJRT_Shardings_PJRT_Executable_ParameterShardings_Args *args) {
   KILN_PJRT_ARGS_ON(Shardings_PJRT_Executable_ParameterShardings, args, sharding_sizes, executable);
-  const KilnShardings *found = kiln_program_parameter_shardings(args->executable->program);
-  args->num_parameters = found->bytes ? found->count : 0;
-  args->shardings = found->bytes;
-  args->sharding_sizes = found->sizes;
+  report(kiln_program_parameter_shardings(args->executable->program), &args->num_parameters,
+         &args->shardings, &args->sharding_sizes);
   return NULL;
 }
 
 static PJRT_Error *output_shardings(PJRT_Shardings_PJRT_Executable_OutputShardings_Args *args) {
   KILN_PJRT_ARGS_ON(Shardings_PJRT_Executable_OutputShardings, args, sharding_sizes, executable);
-  const KilnShardings *found = kiln_program_output_shardings(args->executable->program);
-  args->num_outputs = found->bytes ? found->count : 0;
-  args->shardings = found->bytes;
-  args->sharding_sizes = found->sizes;
+  report(kiln_program_output_shardings(args->executable->program), &args->num_outputs,
+         &args->shardings, &args->sharding_sizes);
   return NULL;
 }
 

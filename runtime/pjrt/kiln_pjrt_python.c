@@ -41,7 +41,7 @@ struct KilnProgram {
   KilnShardings parameter_shardings, output_shardings; /* serialized xla.OpSharding each */
 };
 
-static bool python_usable(void) {
+bool kiln_pjrt_python_usable(void) {
 #if PY_VERSION_HEX >= 0x030D0000
   return Py_IsInitialized() && !Py_IsFinalizing();
 #else
@@ -50,7 +50,7 @@ static bool python_usable(void) {
 }
 
 void *kiln_pjrt_gil_release(void) {
-  if (!python_usable() || !PyGILState_Check()) return NULL;
+  if (!kiln_pjrt_python_usable() || !PyGILState_Check()) return NULL;
   return PyEval_SaveThread();
 }
 
@@ -104,7 +104,7 @@ void kiln_pjrt_stablehlo_versions(int64_t current[3], int64_t minimum[3]) {
   /* Kiln's floor if Python cannot be asked: the versions the framework must not exceed. */
   static int64_t cached[6] = {1, 0, 0, 0, 9, 0};
   static atomic_bool known = false;
-  if (!atomic_load(&known) && python_usable()) {
+  if (!atomic_load(&known) && kiln_pjrt_python_usable()) {
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *module = bridge();
     PyObject *versions = module ? PyObject_CallMethod(module, "stablehlo_versions", NULL) : NULL;
@@ -170,7 +170,7 @@ static bool read_shardings(PyObject *object, const char *name, KilnShardings *ou
 }
 
 static void program_free(KilnProgram *program) {
-  if (program->object && python_usable()) {
+  if (program->object && kiln_pjrt_python_usable()) {
     PyGILState_STATE gil = PyGILState_Ensure();
     Py_DECREF(program->object);
     PyGILState_Release(gil);
@@ -372,7 +372,7 @@ static PJRT_Error *loaded_from_python(PJRT_Client *client, PyObject *result, con
 PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *source,
                               const char *options, size_t options_size,
                               PJRT_LoadedExecutable **out) {
-  if (!python_usable()) return python_missing("compiles");
+  if (!kiln_pjrt_python_usable()) return python_missing("compiles");
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *module = bridge();
   PyObject *result = module ? PyObject_CallMethod(
@@ -387,7 +387,7 @@ PJRT_Error *kiln_pjrt_compile(PJRT_Client *client, const PJRT_Program *source,
 PJRT_Error *kiln_pjrt_deserialize(PJRT_Client *client, const char *data, size_t size,
                                   const char *options, size_t options_size,
                                   PJRT_LoadedExecutable **out) {
-  if (!python_usable()) return python_missing("loads executables");
+  if (!kiln_pjrt_python_usable()) return python_missing("loads executables");
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *module = bridge();
   PyObject *result = module ? PyObject_CallMethod(
@@ -406,7 +406,7 @@ struct PJRT_SerializedExecutable {
 static void free_serialized(PJRT_SerializedExecutable *serialized) { free(serialized); }
 
 PJRT_Error *kiln_pjrt_serialize(KilnProgram *program, PJRT_Executable_Serialize_Args *args) {
-  if (!python_usable()) return python_missing("serializes executables");
+  if (!kiln_pjrt_python_usable()) return python_missing("serializes executables");
   PJRT_Error *error = NULL;
   PyGILState_STATE gil = PyGILState_Ensure();
   PyObject *result = PyObject_CallMethod(program->object, "serialize", NULL);
@@ -463,7 +463,7 @@ typedef struct Owner {
 
 void kiln_pjrt_release_owner(void *opaque) {
   Owner *owner = opaque;
-  if (python_usable()) {
+  if (kiln_pjrt_python_usable()) {
     PyGILState_STATE gil = PyGILState_Ensure();
     PyBuffer_Release(&owner->view);
     Py_DECREF(owner->object);
@@ -642,6 +642,17 @@ static void run_queued(void *arg) {
   free(job);
 }
 
+/* Waits until every argument's data is written (runs still writing it end first); the error
+ * of a run that failed to write one, or NULL. */
+static PJRT_Error *wait_for_arguments(const PJRT_LoadedExecutable_Execute_Args *args) {
+  for (size_t d = 0; d < args->num_devices; d++)
+    for (size_t a = 0; a < args->num_args; a++) {
+      PJRT_Error *error = kiln_pjrt_buffer_wait(args->argument_lists[d][a]);
+      if (error) return error;
+    }
+  return NULL;
+}
+
 static bool worth_queueing(const PJRT_LoadedExecutable_Execute_Args *args, size_t num_outputs,
                            PJRT_Device *device) {
   size_t bytes = 0;
@@ -707,9 +718,7 @@ static PJRT_Error *execute_direct(KilnProgram *program, PJRT_LoadedExecutable_Ex
     consume_donations(program, args);
     return NULL;
   }
-  PJRT_Error *error = NULL;
-  for (size_t a = 0; a < args->num_args && error == NULL; a++)
-    error = kiln_pjrt_buffer_wait(args->argument_lists[0][a]);
+  PJRT_Error *error = wait_for_arguments(args);
   if (error == NULL) error = kiln_pjrt_direct_run(run, program->object);
   kiln_pjrt_direct_finish(run, error == NULL);
   if (error) {
@@ -751,7 +760,7 @@ PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
     }
   PJRT_Error *twice = check_donations(program, args);
   if (twice != NULL) return twice;
-  if (!python_usable())
+  if (!kiln_pjrt_python_usable())
     return kiln_pjrt_error(PJRT_Error_Code_FAILED_PRECONDITION,
                            "Kiln's PJRT plugin runs programs through Kiln's Python, which is "
                            "not running in this process");
@@ -763,14 +772,11 @@ PJRT_Error *kiln_pjrt_execute(PJRT_LoadedExecutable_Execute_Args *args) {
     if (error) return error;
     if (run) return execute_direct(program, args, devices[0], run);
   }
-  /* Kiln's Python reads the arguments' data now: runs still writing it finish first. */
-  for (size_t d = 0; d < args->num_devices; d++)
-    for (size_t a = 0; a < args->num_args; a++) {
-      PJRT_Error *error = kiln_pjrt_buffer_wait(args->argument_lists[d][a]);
-      if (error) return error;
-    }
+  /* Kiln's Python reads the arguments' data now. */
+  PJRT_Error *error = wait_for_arguments(args);
+  if (error) return error;
   PyGILState_STATE gil = PyGILState_Ensure();
-  PJRT_Error *error = execute_locked(program, args, devices);
+  error = execute_locked(program, args, devices);
   PyGILState_Release(gil);
   if (error) return error;
   consume_donations(program, args);

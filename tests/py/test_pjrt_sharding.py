@@ -101,7 +101,7 @@ def test_reported_shardings_are_the_ones_xla_gives(dims, unreduced, want):
     from kiln.pjrt.shardings import op_sharding
     mine = from_sdy([("x", 2), ("y", 2)], [], dims, "test", unreduced)
     proto = xc.OpSharding()
-    proto.ParseFromString(op_sharding(mine, 4))
+    proto.ParseFromString(op_sharding(mine))
     assert str(xc.HloSharding.from_proto(proto)) == want
     assert from_hlo(want, 2, 4, "test") == mine  # and XLA's text reads back the same
 

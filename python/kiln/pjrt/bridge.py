@@ -128,7 +128,6 @@ class Program:
             self._argument_dims = self._global_shapes
             return
         arguments, results = executable.shardings
-        devices = self._devices
         self._argument_dims = tuple(
             sharding.local_shape(shape, f"argument {i}") if sharding else shape
             for i, (shape, sharding) in enumerate(zip(self._global_shapes, arguments)))
@@ -136,10 +135,9 @@ class Program:
             sharding.local_shape(tuple(s.shape), f"result {i}") if sharding else
             tuple(int(d) for d in s.shape)
             for i, (s, sharding) in enumerate(zip(specs, results))]
-        self.parameter_shardings = [op_sharding(s, devices) for s in arguments]
+        self.parameter_shardings = [op_sharding(s) for s in arguments]
         # No outputs: XLA reports one sharding, the empty tuple's, and JAX expects that.
-        self.output_shardings = [op_sharding(s, devices) for s in results] or \
-            [op_sharding(None, devices)]
+        self.output_shardings = [op_sharding(s) for s in results] or [op_sharding(None)]
 
     def stopped(self, reason: int, message: bytes):
         """The Failure of a run the C execute path started and KilnInvoke stopped early

@@ -13,9 +13,9 @@ OTHER = 3
 UNREDUCED = 6
 
 
-def op_sharding(sharding: Sharding | None, num_devices: int) -> bytes:
-    """The serialized OpSharding of a value split as `sharding` (None: whole on every one of
-    the `num_devices` devices). A grid's last dimension (devices holding the same shard) is
+def op_sharding(sharding: Sharding | None) -> bytes:
+    """The serialized OpSharding of a value split as `sharding` (None: whole on every
+    device). A grid's last dimension (devices holding the same shard) is
     XLA's `replicate_on_last_tile_dim`."""
     message = messages("compile_options.proto")["kiln.pjrt.OpSharding"]()
     if sharding is None or sharding.is_replicated:
